@@ -1,0 +1,243 @@
+"""The toggle registry and the effective plan.
+
+Each toggle declares what it replaces, the phases it affects, the implementation per backend and its
+requirements. `resolve_plan` turns requested toggles + capabilities + parallel layout into a `Plan`: every
+toggle on, off, or inactive with a short reason. `model.ops.build_ops(plan)` then binds concrete callables;
+layers receive those and never look at a toggle.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from model.backend import Capabilities
+from model.config import Qwen3_5MoeTextConfig
+from model.parallel_config import ParallelConfig
+
+log = logging.getLogger(__name__)
+
+State = Literal["on", "off", "inactive"]
+# A requirement returns "" when met, else the reason in a short lowercase phrase.
+Requirement = Callable[["PlanContext"], str]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    caps: Capabilities
+    parallel: ParallelConfig
+    model: Qwen3_5MoeTextConfig | None = None
+    exe_mode: str = "ge_graph"  # NPU graph flavour when graph_mode is on: ge_graph | npugraph_ex
+
+
+@dataclass(frozen=True)
+class ToggleSpec:
+    name: str
+    replaces: str
+    phases: tuple[str, ...]
+    impls: Mapping[str, str]  # device -> implementation description ("" = not implemented on that device)
+    requires: tuple[Requirement, ...] = ()
+    npu_ops: tuple[str, ...] = ()  # torch_npu ops the NPU path calls
+
+
+def _needs_npu_ops(spec: ToggleSpec, ctx: PlanContext) -> str:
+    if ctx.caps.device != "npu" or not spec.npu_ops:
+        return ""
+    missing = [op for op in spec.npu_ops if not ctx.caps.has_npu_op(op)]
+    return f"torch_npu has no {missing[0]}" if missing else ""
+
+
+def _attn_tp_gt_1(ctx: PlanContext) -> str:
+    return "" if ctx.parallel.attn_tp_size > 1 else "needs attn_tp_size > 1"
+
+
+def _platform_950(ctx: PlanContext) -> str:
+    # The recipe refuses npu_mm_all_reduce_base outside Ascend 950 (npu_recipe.md 2.1).
+    if ctx.caps.device != "npu":
+        return f"needs an Ascend 950 npu (device is {ctx.caps.device})"
+    return "" if ctx.caps.npu_platform == "950" else f"needs Ascend 950 (platform is {ctx.caps.npu_platform})"
+
+
+def _pure_ep(ctx: PlanContext) -> str:
+    if ctx.parallel.moe_ep_size <= 1:
+        return "needs moe_ep_size > 1"
+    return "" if ctx.parallel.moe_tp_size == 1 else "needs moe_tp_size == 1"
+
+
+def _torchair_for_graph(ctx: PlanContext) -> str:
+    if ctx.caps.device == "npu" and ctx.exe_mode == "ge_graph" and not ctx.caps.torchair:
+        return "torchair not available"
+    return ""
+
+
+def _chunk_gdr_platform(ctx: PlanContext) -> str:
+    # The recipe keeps the torch path on 950 (npu_recipe.md 2.1).
+    if ctx.caps.device == "npu" and ctx.caps.npu_platform == "950":
+        return "npu_chunk_gated_delta_rule is not used on Ascend 950 (recipe)"
+    return ""
+
+
+TOGGLES: dict[str, ToggleSpec] = {
+    spec.name: spec
+    for spec in (
+        ToggleSpec("fused_rope", "rotate_half rotary on the rotary slice of q and k", ("prefill", "decode"),
+                   {"npu": "torch_npu.npu_rotary_mul(rotary_mode='half')",
+                    "cuda": "inductor-compiled rotary kernel", "cpu": "inductor-compiled rotary kernel"},
+                   npu_ops=("npu_rotary_mul",)),
+        ToggleSpec("fused_attention", "matmul + mask + softmax + matmul with repeat_kv", ("prefill", "decode"),
+                   {"npu": "npu_fused_infer_attention_score", "cuda": "scaled_dot_product_attention (flash)",
+                    "cpu": "scaled_dot_product_attention"},
+                   npu_ops=("npu_fused_infer_attention_score",)),
+        ToggleSpec("fused_rmsnorm", "fp32 pow/mean/rsqrt/mul RMSNorm and a separate residual add",
+                   ("prefill", "decode"),
+                   {"npu": "torch_npu.npu_rms_norm / npu_add_rms_norm", "cuda": "F.rms_norm (ATen fused)",
+                    "cpu": "F.rms_norm (ATen fused)"},
+                   npu_ops=("npu_rms_norm", "npu_add_rms_norm")),
+        ToggleSpec("chunk_gdr", "token-by-token gated delta rule recurrence in prefill", ("prefill",),
+                   {"npu": "torch_npu.npu_chunk_gated_delta_rule", "cuda": "chunked delta rule (fla if installed)",
+                    "cpu": "chunked delta rule (WY form, triangular solve)"},
+                   requires=(_chunk_gdr_platform,), npu_ops=("npu_chunk_gated_delta_rule",)),
+        ToggleSpec("mm_all_reduce", "o_proj/out_proj matmul followed by all_reduce", ("prefill",),
+                   {"npu": "torch_npu.npu_mm_all_reduce_base", "cuda": "", "cpu": ""},
+                   requires=(_attn_tp_gt_1, _platform_950), npu_ops=("npu_mm_all_reduce_base",)),
+        ToggleSpec("moe_dispatch_combine", "double-routing all_to_all (counts exchange, host sync) in EP decode",
+                   ("decode",),
+                   {"npu": "npu_moe_distribute_dispatch_v2 / combine_v2",
+                    "cuda": "static-shape all_to_all dispatch/combine", "cpu": "static-shape all_to_all dispatch/combine"},
+                   requires=(_pure_ep,),
+                   npu_ops=("npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2")),
+        ToggleSpec("graph_mode", "eager decode step", ("decode",),
+                   {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
+                    "cpu": "torch.compile (inductor, static shapes)"},
+                   requires=(_torchair_for_graph,)),
+        ToggleSpec("merged_projections", "separate q/k/v, in_proj_qkv/z/b/a, gate/up, router/shared-gate GEMMs",
+                   ("prefill", "decode"),
+                   {"npu": "merged GEMMs", "cuda": "merged GEMMs", "cpu": "merged GEMMs"}),
+        ToggleSpec("grouped_moe", "python loop over experts", ("prefill", "decode"),
+                   {"npu": "npu_moe_init_routing_v2 + npu_grouped_matmul + npu_swiglu + finalize_routing",
+                    "cuda": "sorted grouped matmul (prefill) / gathered-weight bmm (decode)",
+                    "cpu": "sorted grouped matmul (prefill) / gathered-weight bmm (decode)"},
+                   npu_ops=("npu_grouped_matmul", "npu_swiglu", "npu_moe_init_routing_v2",
+                            "npu_moe_finalize_routing")),
+    )
+}
+
+TOGGLE_NAMES: tuple[str, ...] = tuple(TOGGLES)
+
+
+@dataclass(frozen=True)
+class ToggleDecision:
+    name: str
+    requested: bool
+    state: State
+    reason: str
+    impl: str
+
+    @property
+    def on(self) -> bool:
+        return self.state == "on"
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str
+    decisions: dict[str, ToggleDecision]
+    exe_mode: str = "ge_graph"
+    attention_variant: str = ""  # NPU fused attention flavour picked for this model (see ops/attention.py)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def on(self, name: str) -> bool:
+        return self.decisions[name].on
+
+    def requested(self) -> dict[str, bool]:
+        return {n: d.requested for n, d in self.decisions.items()}
+
+    def effective(self) -> dict[str, State]:
+        return {n: d.state for n, d in self.decisions.items()}
+
+    def key(self) -> tuple[tuple[str, str], ...]:
+        """Identity of what actually runs: two requests with the same key measure the same thing."""
+        return tuple((n, d.state if d.state == "on" else "off") for n, d in sorted(self.decisions.items()))
+
+    def as_dict(self) -> dict[str, dict[str, object]]:
+        return {n: asdict(d) for n, d in self.decisions.items()}
+
+    def describe(self) -> str:
+        width = max(map(len, self.decisions))
+        lines = []
+        for d in self.decisions.values():
+            detail = d.impl if d.state == "on" else d.reason
+            lines.append(f"{d.name:<{width}}  {d.state:<8}  {detail}")
+        return "\n".join(lines)
+
+
+def normalize_request(optimizations: str | Mapping[str, bool] | None) -> dict[str, bool]:
+    """"none" | "all" | {toggle: bool} (missing toggles off) -> {toggle: bool} for every toggle."""
+    if optimizations is None or optimizations == "none":
+        return dict.fromkeys(TOGGLE_NAMES, False)
+    if optimizations == "all":
+        return dict.fromkeys(TOGGLE_NAMES, True)
+    if isinstance(optimizations, str):
+        raise ValueError(f"`optimizations` must be 'none', 'all' or a {{toggle: bool}} dict, got {optimizations!r}")
+    unknown = sorted(set(optimizations) - set(TOGGLE_NAMES))
+    if unknown:
+        raise ValueError(f"unknown toggle `{unknown[0]}`; toggles are {', '.join(TOGGLE_NAMES)}")
+    for name, value in optimizations.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"toggle `{name}` must be true or false, got {value!r}")
+    return {name: bool(optimizations.get(name, False)) for name in TOGGLE_NAMES}
+
+
+def decide(spec: ToggleSpec, requested: bool, ctx: PlanContext) -> ToggleDecision:
+    impl = spec.impls.get(ctx.caps.device, "")
+    if not requested:
+        return ToggleDecision(spec.name, False, "off", "not requested", impl)
+    if not impl:
+        return ToggleDecision(spec.name, True, "inactive", f"not implemented on {ctx.caps.device}", "")
+    if ctx.caps.device == "npu" and not ctx.caps.torch_npu:
+        return ToggleDecision(spec.name, True, "inactive", "torch_npu not available", "")
+    for check in (*spec.requires, lambda c: _needs_npu_ops(spec, c)):
+        reason = check(ctx)
+        if reason:
+            return ToggleDecision(spec.name, True, "inactive", reason, "")
+    if spec.name == "graph_mode" and ctx.caps.device == "npu":
+        impl = f"torchair {ctx.exe_mode}"
+    return ToggleDecision(spec.name, True, "on", "", impl)
+
+
+def npu_attention_variant(model: Qwen3_5MoeTextConfig | None) -> str:
+    """FIA v2 TND + paged KV where CANN accepts the head_dim, else FIA v1 BSH with a contiguous cache.
+
+    NOTE: TND rejects head_dim outside {64, 128, 192} (npu_ops.md 1.3); Qwen3.5's 256 needs the BSH path the
+    current recipe uses.
+    """
+    if model is not None and model.head_dim not in (64, 128, 192):
+        return f"fia_v1_bsh (head_dim {model.head_dim} rules TND out)"
+    return "fia_v2_tnd_paged"
+
+
+def resolve_plan(
+    optimizations: str | Mapping[str, bool] | None,
+    caps: Capabilities,
+    parallel: ParallelConfig | None = None,
+    model: Qwen3_5MoeTextConfig | None = None,
+    exe_mode: str = "ge_graph",
+) -> Plan:
+    if exe_mode not in ("ge_graph", "npugraph_ex", "eager"):
+        raise ValueError(f"`exe_mode` must be eager, ge_graph or npugraph_ex, got {exe_mode!r}")
+    requested = normalize_request(optimizations)
+    ctx = PlanContext(caps=caps, parallel=parallel or ParallelConfig(), model=model,
+                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph")
+    decisions = {name: decide(TOGGLES[name], requested[name], ctx) for name in TOGGLE_NAMES}
+    variant = ""
+    if caps.device == "npu" and decisions["fused_attention"].on:
+        variant = npu_attention_variant(model)
+        decisions["fused_attention"] = ToggleDecision(
+            "fused_attention", True, "on", "", f"{decisions['fused_attention'].impl} [{variant}]")
+    plan = Plan(device=caps.device, decisions=decisions, exe_mode=ctx.exe_mode, attention_variant=variant)
+    for d in decisions.values():
+        if d.requested:
+            log.info("toggle %s: %s%s", d.name, d.state, f" ({d.reason})" if d.reason else f" [{d.impl}]")
+    return plan

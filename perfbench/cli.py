@@ -1,0 +1,142 @@
+"""`perfbench` command line: run, report, compare, gate, baseline, trace, doctor, list."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from model.config import ConfigError
+from model.parallel_config import ParallelConfigError
+from perfbench.errors import UserError
+
+USER_ERRORS = (UserError, ConfigError, ParallelConfigError, FileNotFoundError, NotADirectoryError)
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad input ends in one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Measure what each Qwen3.5-MoE optimization buys, where the time goes, and whether it regressed."""
+
+
+@main.command()
+@click.argument("scenario", required=False)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Result folder (default reports/<name>-<time>).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@click.option("--dry-run", is_flag=True, help="Validate, print the expanded runs with their plans, and stop.")
+@click.option("--resume", is_flag=True, help="Skip runs whose id already finished in --out.")
+@click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
+@user_errors
+def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], dry_run: bool, resume: bool,
+        no_report: bool) -> None:
+    """Run SCENARIO (a YAML path or a shipped scenario name; default: the default CPU scenario)."""
+    from perfbench.runner import run_scenario
+
+    sys.exit(run_scenario(scenario, out_dir=out_dir, overrides=list(overrides), dry_run=dry_run, resume=resume,
+                          report=not no_report))
+
+
+@main.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@user_errors
+def report(folder: str) -> None:
+    """Write FOLDER/report.html and a CSV for every table in it."""
+    from perfbench.report import build_report
+
+    path = build_report(Path(folder))
+    click.echo(f"report: {path}")
+
+
+@main.command()
+@click.argument("a", type=click.Path(exists=True, file_okay=False))
+@click.argument("b", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where compare.html/.csv go (default B).")
+@user_errors
+def compare(a: str, b: str, out_dir: str | None) -> None:
+    """Compare result folders A (before) and B (after): ratio per metric with significance."""
+    from perfbench.report.compare import compare_folders
+
+    click.echo(compare_folders(Path(a), Path(b), Path(out_dir) if out_dir else Path(b)))
+
+
+@main.command()
+@click.option("--baseline", required=True, type=click.Path(exists=True), help="Baseline result folder.")
+@click.option("--current", required=True, type=click.Path(exists=True), help="Current result folder.")
+@click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="gate.yaml (default rules if absent).")
+@click.option("--summary", type=click.Path(dir_okay=False), help="Write a markdown summary here (+ .json beside).")
+@user_errors
+def gate(baseline: str, current: str, rules: str | None, summary: str | None) -> None:
+    """Exit 0 pass, 1 regression, 2 usage or input error."""
+    from perfbench.gate import run_gate
+
+    sys.exit(run_gate(Path(baseline), Path(current), Path(rules) if rules else None,
+                      Path(summary) if summary else None))
+
+
+@main.group()
+def baseline() -> None:
+    """Manage gate baselines."""
+
+
+@baseline.command("save")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.argument("dest", type=click.Path())
+@user_errors
+def baseline_save(folder: str, dest: str) -> None:
+    """Record the results in FOLDER as a baseline at DEST (a folder)."""
+    from perfbench.gate import save_baseline
+
+    click.echo(f"baseline: {save_baseline(Path(folder), Path(dest))}")
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where the tables go (default PATH-tables).")
+@user_errors
+def trace(path: str, out_dir: str | None) -> None:
+    """Latency tables for a trace someone else captured (torch chrome trace or Ascend profiler folder)."""
+    from perfbench.profiling import analyze_trace
+
+    click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None))
+
+
+@main.command()
+@click.option("--check-ops", is_flag=True, help="Run every fast op of this device against its reference.")
+@click.option("--device", default="auto", show_default=True)
+@user_errors
+def doctor(check_ops: bool, device: str) -> None:
+    """The support matrix of this machine: each toggle, its implementation, or why it is inactive."""
+    from perfbench.doctor import doctor as run_doctor
+
+    sys.exit(run_doctor(device=device, check_ops=check_ops))
+
+
+@main.command("list")
+@click.argument("what", type=click.Choice(["toggles", "presets", "scenarios"]), default="toggles")
+@user_errors
+def list_(what: str) -> None:
+    """List toggles, model presets or shipped scenarios."""
+    from perfbench.listing import listing
+
+    click.echo(listing(what))
+
+
+if __name__ == "__main__":
+    main()
