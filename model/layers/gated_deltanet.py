@@ -1,0 +1,97 @@
+"""Gated DeltaNet linear attention (the layers that are not full attention).
+
+in_proj -> causal depthwise conv (+SiLU, with state) -> q/k L2 norm, beta, log-decay g -> gated delta rule
+(chunked or token recurrence in prefill, one recurrent step in decode) -> gated RMSNorm -> out_proj.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.config import Qwen3_5MoeTextConfig
+from model.layers.linear import Slot, linear_weight
+from model.layers.step import Step
+from model.ops import OpSet
+
+
+def l2_normalize(x: torch.Tensor) -> torch.Tensor:
+    """x * rsqrt(sum(x^2) + 1e-6) in fp32, as HF's use_qk_l2norm_in_kernel (not F.normalize's max-eps form)."""
+    x = x.float()
+    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + 1e-6)
+
+
+class Qwen3_5MoeGatedDeltaNet(nn.Module):
+    def __init__(self, config: Qwen3_5MoeTextConfig, layer_idx: int, ops: OpSet, dtype: torch.dtype,
+                 device: torch.device | str, num_k_heads: int | None = None, num_v_heads: int | None = None) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.ops = ops
+        self.num_k_heads = num_k_heads or config.linear_num_key_heads
+        self.num_v_heads = num_v_heads or config.linear_num_value_heads
+        self.head_k_dim = config.linear_key_head_dim
+        self.head_v_dim = config.linear_value_head_dim
+        self.key_dim = self.num_k_heads * self.head_k_dim
+        self.value_dim = self.num_v_heads * self.head_v_dim
+        self.conv_dim = 2 * self.key_dim + self.value_dim
+        self.kernel = config.linear_conv_kernel_dim
+        self.eps = config.rms_norm_eps
+        self.scale = self.head_k_dim ** -0.5
+        # in_proj_qkv rows are [Q | K | V] contiguous (Qwen3.5, unlike Qwen3-Next's per-head grouping)
+        self.in_proj = ops.projections(config.hidden_size, {"in_proj_qkv": self.conv_dim,
+                                                            "in_proj_z": self.value_dim,
+                                                            "in_proj_b": self.num_v_heads,
+                                                            "in_proj_a": self.num_v_heads}, dtype, device)
+        self.conv_weight = nn.Parameter(torch.empty(self.conv_dim, 1, self.kernel, dtype=dtype, device=device),
+                                        requires_grad=False)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads, dtype=dtype, device=device), requires_grad=False)
+        self.A_log = nn.Parameter(torch.zeros(self.num_v_heads, dtype=dtype, device=device), requires_grad=False)
+        self.norm_weight = nn.Parameter(torch.ones(self.head_v_dim, dtype=dtype, device=device),
+                                        requires_grad=False)
+        self.out_proj = linear_weight(config.hidden_size, self.value_dim, dtype, device)
+
+    def forward(self, x: torch.Tensor, step: Step) -> torch.Tensor:
+        b, t, _ = x.shape
+        qkv, z, beta_logit, a = self.in_proj(x)
+        conv_state = step.cache.conv[self.layer_idx]
+        if step.prefill:
+            mixed = self._conv_prefill(qkv, step.seq_lens, conv_state)
+        else:
+            mixed = self._conv_decode(qkv, conv_state)
+        q, k, v = mixed.split((self.key_dim, self.key_dim, self.value_dim), dim=-1)
+        q = l2_normalize(q.reshape(b, t, self.num_k_heads, self.head_k_dim))
+        k = l2_normalize(k.reshape(b, t, self.num_k_heads, self.head_k_dim))
+        v = v.reshape(b, t, self.num_v_heads, self.head_v_dim)
+        beta = torch.sigmoid(beta_logit.float())
+        g = -torch.exp(self.A_log.float()) * F.softplus(a.float() + self.dt_bias.float())
+        state = step.cache.recurrent[self.layer_idx]
+        if step.prefill:
+            out, final = self.ops.gdr_prefill(q, k, v, g, beta, self.scale, None, step.seq_lens)
+            state.copy_(final)
+        else:
+            out = self.ops.gdr_decode(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], self.scale, state)
+            out = out.unsqueeze(1)
+        out = self.ops.gated_rms_norm(out, z.reshape(b, t, self.num_v_heads, self.head_v_dim), self.norm_weight,
+                                      self.eps)
+        return F.linear(out.reshape(b, t, self.value_dim), self.out_proj)
+
+    def _conv_prefill(self, qkv: torch.Tensor, seq_lens: torch.Tensor, conv_state: torch.Tensor) -> torch.Tensor:
+        """Causal depthwise conv over each right-padded prompt; keeps the last K-1 inputs of each as state."""
+        x = F.pad(qkv.transpose(1, 2), (self.kernel - 1, 0))  # [B, C, K-1+T]
+        # prompt b's last K-1 inputs sit at padded indices [len_b, len_b + K-2]
+        idx = seq_lens.to(torch.long)[:, None] + torch.arange(self.kernel - 1, device=qkv.device)
+        conv_state.copy_(x.gather(2, idx[:, None, :].expand(-1, x.shape[1], -1)))
+        y = F.conv1d(x, self.conv_weight, groups=self.conv_dim)
+        return F.silu(y).transpose(1, 2)
+
+    def _conv_decode(self, qkv: torch.Tensor, conv_state: torch.Tensor) -> torch.Tensor:
+        window = torch.cat([conv_state, qkv.transpose(1, 2)], dim=-1)  # [B, C, K]
+        conv_state.copy_(window[:, :, 1:])
+        y = (window * self.conv_weight.squeeze(1)).sum(-1)
+        return F.silu(y).unsqueeze(1)
+
+    def slots(self, prefix: str) -> dict[str, Slot]:
+        return {**self.in_proj.slots(prefix), f"{prefix}conv1d.weight": Slot(self.conv_weight),
+                f"{prefix}dt_bias": Slot(self.dt_bias), f"{prefix}A_log": Slot(self.A_log),
+                f"{prefix}norm.weight": Slot(self.norm_weight), f"{prefix}out_proj.weight": Slot(self.out_proj)}

@@ -1,0 +1,207 @@
+"""Qwen3_5MoeForCausalLM: build from a config + plan, prefill a ragged batch, decode steps, greedy generate."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.backend import Capabilities, detect_capabilities
+from model.cache import Qwen3_5MoeCache
+from model.config import PRESETS, Qwen3_5MoeTextConfig, load_config
+from model.layers.decoder import Qwen3_5MoeDecoderLayer
+from model.layers.linear import Slot, linear_weight
+from model.layers.norm import Qwen3_5MoeRMSNorm
+from model.layers.step import Step
+from model.ops import OpSet, build_ops
+from model.ops.rope import rotary_cos_sin
+from model.optimizations import Plan, resolve_plan
+from model.parallel_config import ParallelConfig
+from model.tracing import Scopes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GenerateOutput:
+    tokens: list[list[int]]  # the new tokens of each prompt
+    logits: torch.Tensor  # [B, max_new_tokens, V] fp32: the logits that chose each new token
+
+
+class Qwen3_5MoeForCausalLM(nn.Module):
+    def __init__(self, config: Qwen3_5MoeTextConfig, plan: Plan, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu", compile_cache_dir: Path | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.plan = plan
+        self.dtype = dtype
+        self.device = torch.device(device)
+        self.ops: OpSet = build_ops(plan)
+        self.scopes = Scopes()
+        h = config.hidden_size
+        self.embed_tokens = linear_weight(config.vocab_size, h, dtype, device)
+        self.layers = nn.ModuleList(Qwen3_5MoeDecoderLayer(config, i, self.ops, self.scopes, dtype, device)
+                                    for i in range(config.num_hidden_layers))
+        self.norm = Qwen3_5MoeRMSNorm(h, config.rms_norm_eps, self.ops.rms_norm, self.ops.add_rms_norm, dtype,
+                                      device)
+        self.lm_head = linear_weight(config.vocab_size, h, dtype, device)
+        rd = config.rotary_dim
+        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, rd, 2, dtype=torch.float32, device=device) / rd))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.compile_cache_dir = compile_cache_dir
+        self._decode_graph: Any = None
+
+    # ---- construction --------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        path_or_preset: str | Path,
+        dtype: torch.dtype = torch.float32,
+        device: str = "cpu",
+        optimizations: str | Mapping[str, bool] | None = "none",
+        parallel_config: Mapping[str, int] | ParallelConfig | None = None,
+        num_layers: int | None = None,
+        dummy_weights: bool | None = None,
+        seed: int = 0,
+        exe_mode: str = "ge_graph",
+        caps: Capabilities | None = None,
+        compile_cache_dir: Path | None = None,
+    ) -> Qwen3_5MoeForCausalLM:
+        """A preset name (dummy random weights) or an HF checkpoint folder (safetensors unless dummy_weights).
+
+        `optimizations`: "none", "all" (each toggle requested, inactive where unsupported) or {toggle: bool}.
+        """
+        from model import weights  # noqa: PLC0415 - weights imports this module's classes
+
+        config = load_config(path_or_preset, num_layers)
+        parallel = parallel_config if isinstance(parallel_config, ParallelConfig) else \
+            ParallelConfig.from_dict(dict(parallel_config or {}))
+        parallel.validate(config)
+        if parallel.world_size > 1:
+            raise NotImplementedError("parallel_config with world_size > 1 is not supported yet")
+        caps = caps or detect_capabilities(device)
+        plan = resolve_plan(optimizations, caps, parallel, config, exe_mode=exe_mode)
+        model = cls(config, plan, dtype=dtype, device=caps.device if device == "auto" else device,
+                    compile_cache_dir=compile_cache_dir)
+        if dummy_weights is None:
+            dummy_weights = str(path_or_preset) in PRESETS
+        if dummy_weights:
+            weights.init_dummy(model, seed)
+        else:
+            weights.load_checkpoint(model, Path(path_or_preset))
+        model.finalize()
+        return model.eval()
+
+    def finalize(self) -> None:
+        for module in self.modules():
+            if isinstance(module, Qwen3_5MoeRMSNorm):
+                module.finalize()
+
+    def slots(self) -> dict[str, Slot]:
+        out = {"model.embed_tokens.weight": Slot(self.embed_tokens), "lm_head.weight": Slot(self.lm_head),
+               **self.norm.slots("model.norm.")}
+        for i, layer in enumerate(self.layers):
+            out.update(layer.slots(f"model.layers.{i}."))
+        return out
+
+    # ---- forward -------------------------------------------------------------------------------
+    def new_cache(self, batch: int, max_len: int) -> Qwen3_5MoeCache:
+        return Qwen3_5MoeCache.allocate(self.config, batch, max_len, self.dtype, self.device)
+
+    def _layers(self, hidden: torch.Tensor, step: Step) -> torch.Tensor:
+        residual = None
+        for layer in self.layers:
+            hidden, residual = layer(hidden, residual, step)
+        with self.scopes(module="final_norm"):
+            hidden, _ = self.norm.add_forward(hidden, residual)
+        return hidden
+
+    @torch.inference_mode()
+    def prefill(self, input_ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
+                all_logits: bool = False) -> torch.Tensor:
+        """input_ids [B, T] right-padded, seq_lens [B]. Returns fp32 logits of each prompt's last token [B, V]
+        (or of every position [B, T, V] with all_logits). Fills the cache; cache.kv_lens = seq_lens."""
+        b, t = input_ids.shape
+        positions = torch.arange(t, device=input_ids.device).expand(b, t)
+        cos, sin = rotary_cos_sin(positions, self.inv_freq, self.dtype)
+        step = Step(prefill=True, seq_lens=seq_lens, start=torch.zeros_like(seq_lens), cos=cos, sin=sin,
+                    cache=cache)
+        with self.scopes(module="embed"):
+            hidden = F.embedding(input_ids, self.embed_tokens)
+        hidden = self._layers(hidden, step)
+        if not all_logits:
+            hidden = hidden[torch.arange(b, device=hidden.device), seq_lens - 1]
+        cache.kv_lens.copy_(seq_lens)
+        with self.scopes(module="lm_head"):
+            return F.linear(hidden, self.lm_head).float()
+
+    def _decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
+        start = cache.kv_lens
+        cos, sin = rotary_cos_sin(start[:, None], self.inv_freq, self.dtype)
+        step = Step(prefill=False, seq_lens=torch.ones_like(start), start=start, cos=cos, sin=sin, cache=cache)
+        with self.scopes(module="embed"):
+            hidden = F.embedding(tokens[:, None], self.embed_tokens)
+        hidden = self._layers(hidden, step)
+        cache.kv_lens.add_(1)
+        with self.scopes(module="lm_head"):
+            return F.linear(hidden[:, 0], self.lm_head).float()
+
+    @torch.inference_mode()
+    def decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
+        """One new token per sequence (tokens [B]); returns fp32 logits [B, V]. Compiled when graph_mode is on
+        (the first call compiles)."""
+        if self._decode_graph is None:
+            self._decode_graph = self.ops.compile_decode(self._decode_step, self.compile_cache_dir)
+        return self._decode_graph(tokens, cache)
+
+    def reset_graph(self) -> None:
+        """Forget the compiled decode step (the next call compiles again, e.g. to time a warm-cache compile)."""
+        self._decode_graph = None
+        torch._dynamo.reset()
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, seq_lens: torch.Tensor | None = None) -> torch.Tensor:
+        """No-cache forward over whole sequences: fp32 logits [B, T, V]."""
+        b, t = input_ids.shape
+        if seq_lens is None:
+            seq_lens = torch.full((b,), t, dtype=torch.long, device=input_ids.device)
+        return self.prefill(input_ids, seq_lens, self.new_cache(b, t), all_logits=True)
+
+    # ---- generation ----------------------------------------------------------------------------
+    def pad_prompts(self, prompts: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("prompts must be a non-empty list of non-empty token lists")
+        vocab = self.config.vocab_size
+        for i, p in enumerate(prompts):
+            bad = [tok for tok in p if not 0 <= int(tok) < vocab]
+            if bad:
+                raise ValueError(f"prompts[{i}] has token id {bad[0]} outside the vocabulary [0, {vocab})")
+        seq_lens = torch.tensor([len(p) for p in prompts], dtype=torch.long, device=self.device)
+        ids = torch.zeros(len(prompts), int(seq_lens.max()), dtype=torch.long, device=self.device)
+        for i, p in enumerate(prompts):
+            ids[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+        return ids, seq_lens
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 16) -> GenerateOutput:
+        """Greedy decoding of a ragged batch: exactly max_new_tokens new tokens per prompt (no EOS stop)."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        ids, seq_lens = self.pad_prompts(prompts)
+        cache = self.new_cache(ids.shape[0], ids.shape[1] + max_new_tokens)
+        steps = []
+        with self.scopes(phase="prefill"):
+            logits = self.prefill(ids, seq_lens, cache)
+        steps.append(logits)
+        for i in range(max_new_tokens - 1):
+            with self.scopes(phase="decode", step=i):
+                logits = self.decode_step(logits.argmax(-1), cache)
+            steps.append(logits)
+        all_logits = torch.stack(steps, dim=1)
+        return GenerateOutput(tokens=all_logits.argmax(-1).tolist(), logits=all_logits)

@@ -1,0 +1,66 @@
+"""Decode-step graph capture for `graph_mode`: torchair on NPU, torch.compile + CUDA graphs on CUDA, inductor on CPU.
+
+Every variant compiles with static shapes and fullgraph=True, so a recompile or graph break is an error, not a
+silent fallback to eager.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+DecodeFn = Callable[..., torch.Tensor]
+
+
+def eager(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
+    return fn
+
+
+def compile_cpu(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
+    if cache_dir is not None:
+        # inductor's FX-graph and kernel caches live here: a second process (or a dynamo reset) compiles warm.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+        torch._inductor.config.fx_graph_cache = True
+    return torch.compile(fn, fullgraph=True, dynamic=False)
+
+
+def compile_cuda(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
+    if cache_dir is not None:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+        torch._inductor.config.fx_graph_cache = True
+    # reduce-overhead = inductor kernels replayed through CUDA graphs
+    return torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+
+def compile_npu_ge(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
+    """torchair GE graph with the recipe's options (npu_recipe.md section 4)."""
+    import torchair as tng  # noqa: PLC0415 - NPU only
+    from torchair.configs.compiler_config import CompilerConfig  # noqa: PLC0415
+
+    config = CompilerConfig()
+    config.experimental_config.frozen_parameter = True
+    config.experimental_config.tiling_schedule_optimize = True
+    config.experimental_config.topology_sorting_strategy = "StableRDFS"
+    if cache_dir is not None:
+        return tng.inference.cache_compile(fn, cache_dir=str(cache_dir), config=config, dynamic=False,
+                                           fullgraph=True, ge_cache=True)
+    backend = tng.get_npu_backend(compiler_config=config)
+    return torch.compile(fn, dynamic=False, fullgraph=True, backend=backend)
+
+
+def compile_npu_graph_ex(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
+    """npugraph_ex (aclgraph capture) with the recipe's options."""
+    options = {"frozen_parameter": True}
+    if cache_dir is not None:
+        return torch.npu.npugraph_ex.inference.cache_compile(  # type: ignore[attr-defined]
+            fn, cache_dir=str(cache_dir), dynamic=False, options=options)
+    return torch.compile(fn, dynamic=False, fullgraph=True, backend="npugraph_ex", options=options)
+
+
+def graph_compiler(device: str, exe_mode: str) -> Callable[[DecodeFn, Path | None], DecodeFn]:
+    if device == "npu":
+        return compile_npu_graph_ex if exe_mode == "npugraph_ex" else compile_npu_ge
+    return compile_cuda if device == "cuda" else compile_cpu

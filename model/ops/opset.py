@@ -1,0 +1,69 @@
+"""Bind a `Plan` to concrete callables, once, at build time. Layers only ever call what is in the `OpSet`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+
+from model.layers.linear import Projections
+from model.ops import attention, gdn, graph, moe, norm, rope
+from model.optimizations import Plan
+
+
+@dataclass(frozen=True)
+class OpSet:
+    rms_norm: Callable[..., torch.Tensor]
+    add_rms_norm: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    gated_rms_norm: Callable[..., torch.Tensor]
+    apply_rope: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    attention_prefill: Callable[..., torch.Tensor]
+    attention_decode: Callable[..., torch.Tensor]
+    write_kv: Callable[..., None]
+    gdr_prefill: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    gdr_decode: Callable[..., torch.Tensor]
+    route: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    experts_prefill: Callable[..., torch.Tensor]
+    experts_decode: Callable[..., torch.Tensor]
+    projections: Callable[..., Projections]  # (in_features, {part: out}, dtype, device) -> Projections
+    compile_decode: Callable[..., Any]  # (fn, cache_dir | None) -> fn
+
+
+def _pick(table: dict[str, Callable], on: bool, device: str, variant: str = "") -> Callable:
+    key = (variant or device) if on else "ref"
+    if key not in table:
+        raise ValueError(f"no {key!r} implementation in {sorted(table)}")
+    return table[key]
+
+
+def build_ops(plan: Plan) -> OpSet:
+    d = plan.device
+    npu_attention = "npu_tnd" if plan.attention_variant.startswith("fia_v2") else "npu"
+    attn_key = npu_attention if d == "npu" else ""
+    on = plan.on
+    return OpSet(
+        rms_norm=_pick(norm.RMS_NORM, on("fused_rmsnorm"), d),
+        add_rms_norm=_pick(norm.ADD_RMS_NORM, on("fused_rmsnorm"), d),
+        gated_rms_norm=_pick(norm.GATED_RMS_NORM, on("fused_rmsnorm"), d),
+        apply_rope=_pick(rope.APPLY_ROPE, on("fused_rope"), d),
+        attention_prefill=_pick(attention.ATTENTION_PREFILL, on("fused_attention"), d, attn_key),
+        attention_decode=_pick(attention.ATTENTION_DECODE, on("fused_attention"), d, attn_key),
+        # the KV write is part of the attention op family; NPU writes with scatter_update_ on either path
+        write_kv=_pick(attention.WRITE_KV, on("fused_attention") or d == "npu", d, attn_key),
+        gdr_prefill=_pick(gdn.GDR_PREFILL, on("chunk_gdr"), d),
+        # decode is one recurrent step on both paths (chunk_gdr is prefill only); NPU uses its recurrent op
+        gdr_decode=_pick(gdn.GDR_DECODE, d == "npu", d),
+        route=_pick(moe.ROUTE, on("grouped_moe") and d == "npu", d),
+        experts_prefill=_pick(moe.EXPERTS_PREFILL, on("grouped_moe"), d),
+        experts_decode=_pick(moe.EXPERTS_DECODE, on("grouped_moe"), d),
+        projections=partial(_projections, merged=on("merged_projections")),
+        compile_decode=graph.graph_compiler(d, plan.exe_mode) if on("graph_mode") else graph.eager,
+    )
+
+
+def _projections(in_features: int, parts: dict[str, int], dtype: torch.dtype, device: torch.device | str,
+                 *, merged: bool) -> Projections:
+    return Projections(in_features, parts, merged, dtype, device)
