@@ -38,7 +38,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("scenario", required=False)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Result folder (default reports/<name>-<time>).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Result folder (default reports/<name>-<time>).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
 @click.option("--dry-run", is_flag=True, help="Validate, print the expanded runs with their plans, and stop.")
 @click.option("--resume", is_flag=True, help="Skip runs whose id already finished in --out.")
@@ -77,8 +78,8 @@ def compare(a: str, b: str, out_dir: str | None) -> None:
 
 
 @main.command()
-@click.option("--baseline", required=True, type=click.Path(exists=True), help="Baseline result folder.")
-@click.option("--current", required=True, type=click.Path(exists=True), help="Current result folder.")
+@click.option("--baseline", required=True, type=click.Path(), help="Baseline (or result) folder.")
+@click.option("--current", required=True, type=click.Path(), help="Current result folder.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="gate.yaml (default rules if absent).")
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write a markdown summary here (+ .json beside).")
 @user_errors

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from model.layers.linear import Projections
-from model.ops import attention, gdn, graph, moe, norm, rope
+from model.ops import attention, comm, gdn, graph, moe, norm, rope
 from model.optimizations import Plan
 
 
@@ -28,6 +28,12 @@ class OpSet:
     route: Callable[..., tuple[torch.Tensor, torch.Tensor]]
     experts_prefill: Callable[..., torch.Tensor]
     experts_decode: Callable[..., torch.Tensor]
+    # (x, weight, group | None) -> x W^T summed over the TP group: mm_all_reduce or matmul + all_reduce
+    row_parallel_prefill: Callable[..., torch.Tensor]
+    row_parallel_decode: Callable[..., torch.Tensor]
+    # EP exchange (model/ops/comm.py): Double-Routing, or static/MC2 dispatch+combine (moe_dispatch_combine)
+    moe_ep_prefill: Callable[..., torch.Tensor]
+    moe_ep_decode: Callable[..., torch.Tensor]
     projections: Callable[..., Projections]  # (in_features, {part: out}, dtype, device) -> Projections
     compile_decode: Callable[..., Any]  # (fn, cache_dir | None) -> fn
 
@@ -59,6 +65,10 @@ def build_ops(plan: Plan) -> OpSet:
         route=_pick(moe.ROUTE, on("grouped_moe") and d == "npu", d),
         experts_prefill=_pick(moe.EXPERTS_PREFILL, on("grouped_moe"), d),
         experts_decode=_pick(moe.EXPERTS_DECODE, on("grouped_moe"), d),
+        row_parallel_prefill=_pick(comm.ROW_PARALLEL_LINEAR, on("mm_all_reduce"), d),
+        row_parallel_decode=comm.ROW_PARALLEL_LINEAR["ref"],  # decode always all_reduces (npu_recipe.md 2.2)
+        moe_ep_prefill=comm.EP_EXCHANGE["ref"],  # dispatch/combine is decode only (the recipe's choice)
+        moe_ep_decode=_pick(comm.EP_EXCHANGE, on("moe_dispatch_combine"), d),
         projections=partial(_projections, merged=on("merged_projections")),
         compile_decode=graph.graph_compiler(d, plan.exe_mode) if on("graph_mode") else graph.eager,
     )
