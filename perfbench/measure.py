@@ -194,7 +194,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                       cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
-    from perfbench.profiling.tables import op_counts_per_decode_step, write_tables  # noqa: PLC0415
+    from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
 
     trace_dir = run_dir / "trace"
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
@@ -203,10 +203,10 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         with capture_trace(model.device.type, trace_dir) as capture:
             with model.scopes.enable() if layer_scopes else _null():
                 run_iteration(model, ids, seq_lens, cache, workload.output_len, annotate=True)
-        events = parse_trace_path(capture.result_path)
+        events = parse_trace_path(capture.paths[0])
         tables = write_tables(events, run_dir / "tables")
         counts = op_counts_per_decode_step(events)
-        total = counts.pop("__total__", None)
+        total = counts.pop(ALL_OPS, None)
         return {"dir": str(trace_dir.relative_to(run_dir)), "tables": [str(p.relative_to(run_dir)) for p in tables],
                 "decode_ops_per_step": total, "op_counts_per_decode_step": counts,
                 "layer_scopes": layer_scopes}

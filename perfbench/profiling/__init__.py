@@ -1,0 +1,54 @@
+"""Traces: capture (torch.profiler / torch_npu.profiler), parsers into one events table, and latency tables.
+
+    events = parse_trace_path(path)     # chrome .json/.json.gz, trace_view.json, Ascend folder
+    per_category(events), compute_vs_communication(events), ...   # tables.py
+    analyze_trace(path, out_dir)        # what `perfbench trace` runs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfbench.profiling.ascend import AscendProfile, parse_ascend_dir
+from perfbench.profiling.capture import TraceCapture, capture_trace
+from perfbench.profiling.categories import CATEGORIES, categorize
+from perfbench.profiling.chrome import parse_chrome_trace
+from perfbench.profiling.events import COLUMNS, empty_events
+from perfbench.profiling.loading import LoadedTrace, load_trace, parse_trace_path
+from perfbench.profiling.summary import summarize
+from perfbench.profiling.tables import (
+    compute_vs_communication,
+    op_counts_per_decode_step,
+    per_category,
+    per_layer_type,
+    per_op,
+    per_phase,
+    write_tables,
+)
+
+__all__ = [
+    "CATEGORIES", "COLUMNS", "AscendProfile", "LoadedTrace", "TraceCapture", "analyze_trace", "capture_trace",
+    "categorize", "compute_vs_communication", "default_tables_dir", "empty_events", "load_trace",
+    "op_counts_per_decode_step", "parse_ascend_dir", "parse_chrome_trace", "parse_trace_path", "per_category",
+    "per_layer_type", "per_op", "per_phase", "write_tables",
+]
+
+
+def default_tables_dir(path: Path) -> Path:
+    """`<file>-tables` next to a trace file; `<folder>/perfbench-tables` inside a trace folder."""
+    return path / "perfbench-tables" if path.is_dir() else path.with_name(f"{path.name}-tables")
+
+
+def analyze_trace(path: Path, out_dir: Path | None) -> str:
+    """Parse the trace at `path`, write every table as CSV into `out_dir` (default `default_tables_dir`), and
+    return a short summary: top categories with time and share, compute vs communication, missing columns,
+    notes, and where the CSVs went. UserError for a path that is not a trace."""
+    path = Path(path)
+    trace = load_trace(path)
+    out = Path(out_dir) if out_dir is not None else default_tables_dir(path)
+    written = write_tables(trace.events, out)
+    for name, table in trace.extra_tables.items():
+        extra = out / f"{name}.csv"
+        table.to_csv(extra, index=False)
+        written.append(extra)
+    return summarize(trace, written)

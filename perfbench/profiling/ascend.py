@@ -1,0 +1,252 @@
+"""Ascend profiler folders (torch_npu `*_ascend_pt`) -> events and the profiler's own summaries.
+
+Accepted paths: a `*_ascend_pt` folder, its `ASCEND_PROFILER_OUTPUT` folder (or any folder holding
+kernel_details.csv / step_trace_time.csv / trace_view.json), or a parent holding one such folder per rank.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from perfbench.errors import UserError
+from perfbench.profiling.ascend_kernels import KernelDetails, kernel_events, read_kernel_details
+from perfbench.profiling.chrome import gc_paused, read_trace_json
+from perfbench.profiling.events import concat_events, empty_events
+from perfbench.profiling.trace_view import TraceView, read_trace_view, task_events
+
+OUTPUT_FOLDER = "ASCEND_PROFILER_OUTPUT"
+OUTPUT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json", "op_statistic.csv")
+STEP_TRACE_COLUMNS = {
+    "Device_id": "device_id", "Step": "step", "Computing": "computing_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us", "Overlapped": "overlapped_us",
+    "Communication": "communication_us", "Free": "free_us", "Stage": "stage_us", "Bubble": "bubble_us",
+    "Communication(Not Overlapped and Exclude Receive)": "communication_not_overlapped_exclude_receive_us",
+    "Preparing": "preparing_us",
+}
+OP_STATISTIC_COLUMNS = {
+    "Device_id": "device_id", "Model Name": "model_name", "OP Type": "op_type", "Core Type": "core_type",
+    "Count": "count", "Total Time(us)": "total_us", "Min Time(us)": "min_us", "Avg Time(us)": "mean_us",
+    "Max Time(us)": "max_us", "Ratio(%)": "share_pct",
+}
+# communication.json times are in ms (profiler_formats.md 4.5); the table converts them to µs.
+COMMUNICATION_TIMES = {
+    "Elapse Time(ms)": "elapse_us", "Transit Time(ms)": "transit_us", "Wait Time(ms)": "wait_us",
+    "Synchronization Time(ms)": "synchronization_us", "Idle Time(ms)": "idle_us",
+}
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+_PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
+
+
+@dataclass
+class AscendProfile:
+    """Everything read from one Ascend profiler folder (all ranks).
+
+    events: the events table (device kernels from kernel_details.csv; context from trace_view.json flows).
+    kernels: kernel_details.csv rows under canonical headers + `start_ns` and `rank`.
+    op_statistic, step_trace: those CSVs with unit-named columns (`total_us`, `computing_us`, ...) + `rank`.
+    communication: one row per collective/p2p op of communication.json (times converted to µs) + `rank`.
+    missing_columns: expected kernel_details columns that were absent ("Stream ID (rank 0)").
+    notes: one line per thing the user should know (missing files, Level0 N/A types, unattributed kernels).
+    level: profiler level from profiler_info ("Level0/1/2"), else a guess from the columns, else "unknown".
+    """
+
+    events: pd.DataFrame
+    kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
+    op_statistic: pd.DataFrame = field(default_factory=pd.DataFrame)
+    step_trace: pd.DataFrame = field(default_factory=pd.DataFrame)
+    communication: pd.DataFrame = field(default_factory=pd.DataFrame)
+    missing_columns: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    level: str = "unknown"
+    ranks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _RankFolder:
+    rank: int
+    root: Path  # the *_ascend_pt folder (or the output folder itself when it has no parent run folder)
+    output: Path  # where kernel_details.csv & co. are
+    numbered: bool = False  # True: no usable rank in profiler_info or the folder name, numbered by order
+
+
+def _has_outputs(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in OUTPUT_FILES)
+
+
+def _rank_of(root: Path) -> int | None:
+    for info in sorted(root.glob("profiler_info*.json")):
+        match = _PROFILER_INFO.match(info.name)
+        if match:
+            return int(match.group(1))
+        try:
+            rank_id = json.loads(info.read_text()).get("rank_id")
+            return int(rank_id) if rank_id not in (None, "") else None
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+    match = _RANK_IN_NAME.search(root.name)
+    return int(match.group(1)) if match else None
+
+
+def _single(folder: Path) -> _RankFolder | None:
+    if (folder / OUTPUT_FOLDER).is_dir():
+        return _RankFolder(-1, folder, folder / OUTPUT_FOLDER)
+    if _has_outputs(folder):
+        root = folder.parent if folder.name == OUTPUT_FOLDER else folder
+        return _RankFolder(-1, root, folder)
+    return None
+
+
+def find_rank_folders(path: Path) -> list[_RankFolder]:
+    """The per-rank folders under `path` (see module docstring); UserError if there is none."""
+    if not path.is_dir():
+        raise UserError(f"{path}: not a folder; expected an Ascend profiler folder (*_ascend_pt)")
+    single = _single(path)
+    if single:
+        found = [single]
+    else:
+        found = [f for f in (_single(c) for c in sorted(path.iterdir()) if c.is_dir()) if f is not None]
+    if not found:
+        raise UserError(f"{path}: no Ascend profiler output ({OUTPUT_FOLDER}/ or {', '.join(OUTPUT_FILES)})")
+    used: set[int] = set()
+    for folder in found:
+        rank = _rank_of(folder.root)
+        folder.rank = rank if rank is not None and rank not in used else -1
+        used.add(folder.rank)
+    for folder in found:  # folders without a readable rank get the lowest free numbers, in name order
+        if folder.rank < 0:
+            folder.rank = next(r for r in range(len(found) + len(used)) if r not in used)
+            folder.numbered = len(found) > 1
+            used.add(folder.rank)
+    return sorted(found, key=lambda f: f.rank)
+
+
+def _profiler_level(root: Path) -> str | None:
+    for info in sorted(root.glob("profiler_info*.json")):
+        try:
+            level = json.loads(info.read_text())["config"]["experimental_config"]["_profiler_level"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(level, str) and level:
+            return level
+    return None
+
+
+def _guess_level(details: KernelDetails) -> str:
+    if "Type" in details.all_na_columns or "Accelerator Core" in details.all_na_columns:
+        return "Level0"
+    if any(c.startswith(("aic_", "aiv_", "aicore_time")) for c in details.table.columns):
+        return "Level1+"
+    return "unknown"
+
+
+def _read_csv(path: Path, columns: dict[str, str], rank: int) -> pd.DataFrame:
+    try:
+        table = pd.read_csv(path, encoding="utf-8-sig", na_values=["N/A"])
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: cannot read it as CSV ({str(err).splitlines()[0]})") from None
+    table.columns = [columns.get(c.strip(), re.sub(r"\W+", "_", c.strip()).strip("_").lower())
+                     for c in table.columns]
+    table.insert(0, "rank", rank)
+    return table
+
+
+def read_communication(path: Path, rank: int) -> pd.DataFrame:
+    """communication.json -> one row per op: rank, step, kind (collective|p2p), op_name, group, *_us, size."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: cannot read it as JSON ({str(err).splitlines()[0]})") from None
+    rows = []
+    for step_key, kinds in data.items():
+        step_match = re.search(r"(\d+)$", step_key)
+        for kind, ops in (kinds or {}).items():
+            for op_key, info in (ops or {}).items():
+                if op_key == "Total Op Info" or not isinstance(info, dict):
+                    continue
+                op_name, _, group = op_key.partition("@")
+                times = info.get("Communication Time Info", {})
+                row = {"rank": rank, "step": int(step_match.group(1)) if step_match else None, "kind": kind,
+                       "op_name": op_name, "group": group}
+                for src, dst in COMMUNICATION_TIMES.items():
+                    value = times.get(src)
+                    row[dst] = float(value) * 1000.0 if value is not None else None
+                bandwidth = info.get("Communication Bandwidth Info", {})
+                row["transit_size_mb"] = sum(float(v.get("Transit Size(MB)", 0) or 0)
+                                             for v in bandwidth.values())
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def parse_ascend_dir(path: Path | str) -> AscendProfile:
+    """Parse an Ascend profiler folder (one rank or a parent of several rank folders) into an AscendProfile.
+
+    Events have start_us relative to the first kernel start over all ranks and device durations in µs.
+    """
+    path = Path(path)
+    folders = find_rank_folders(path)
+    profile = AscendProfile(events=empty_events(), ranks=[f.rank for f in folders])
+    parsed: list[tuple[_RankFolder, KernelDetails, dict]] = []
+    views: list[tuple[_RankFolder, TraceView]] = []  # ranks with a trace_view.json but no kernel_details.csv
+    kernels, op_stats, step_traces, comms = [], [], [], []
+    levels: list[str] = []
+    for folder in folders:
+        out, tag = folder.output, f"rank {folder.rank}"
+        if folder.numbered:
+            profile.notes.append(f"{tag}: {folder.root.name} names no rank (or repeats one); numbered by order")
+        level = _profiler_level(folder.root)
+        has_kernels, has_trace = (out / "kernel_details.csv").is_file(), (out / "trace_view.json").is_file()
+        if not has_kernels and not has_trace:
+            profile.notes.append(f"{tag}: no kernel_details.csv or trace_view.json in {out}: no kernel events")
+        elif not has_trace:
+            profile.notes.append(f"{tag}: no trace_view.json: kernels have no phase/layer/module context")
+        if (out / "step_trace_time.csv").is_file():
+            step_traces.append(_read_csv(out / "step_trace_time.csv", STEP_TRACE_COLUMNS, folder.rank))
+        if (out / "op_statistic.csv").is_file():
+            op_stats.append(_read_csv(out / "op_statistic.csv", OP_STATISTIC_COLUMNS, folder.rank))
+        if (out / "communication.json").is_file():
+            comms.append(read_communication(out / "communication.json", folder.rank))
+        if not has_kernels:
+            levels.append(level or "unknown")
+            if has_trace:
+                with gc_paused():
+                    views.append((folder, read_trace_view(read_trace_json(out / "trace_view.json"))))
+                profile.notes.append(f"{tag}: kernels read from trace_view.json (no op types: "
+                                     "categories come from kernel names)")
+            continue
+        details = read_kernel_details(out / "kernel_details.csv")
+        levels.append(level or _guess_level(details))
+        profile.missing_columns += [f"{c} ({tag})" for c in details.missing_columns]
+        for col in details.all_na_columns:
+            profile.notes.append(f"{tag}: kernel_details.csv `{col}` is N/A on every row (Level0?)"
+                                 + ("; categories come from kernel names" if col == "Type" else ""))
+        if details.dropped_rows:
+            profile.notes.append(
+                f"{tag}: skipped {details.dropped_rows} kernel row(s) without start or duration")
+        scopes: dict = {}
+        if has_trace:
+            with gc_paused():
+                view = read_trace_view(read_trace_json(out / "trace_view.json"))
+            scopes = view.scope_by_start()
+            if view.tasks and view.attributed < len(view.tasks):
+                missing = len(view.tasks) - view.attributed
+                profile.notes.append(f"{tag}: {missing} of {len(view.tasks)} device tasks in trace_view.json "
+                                     "have no async_npu flow to a host op")
+        parsed.append((folder, details, scopes))
+        kernels.append(details.table.assign(rank=folder.rank))
+    firsts = [int(d.table["start_ns"].min()) for _, d, _ in parsed if len(d.table)]
+    firsts += [min(t.start_ns for t in v.tasks) for _, v in views if v.tasks]
+    origin = min(firsts, default=0)
+    profile.events = concat_events([kernel_events(d, f.rank, origin, s) for f, d, s in parsed]
+                                   + [task_events(v, f.rank, origin) for f, v in views])
+    profile.kernels = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame()
+    profile.op_statistic = pd.concat(op_stats, ignore_index=True) if op_stats else pd.DataFrame()
+    profile.step_trace = pd.concat(step_traces, ignore_index=True) if step_traces else pd.DataFrame()
+    profile.communication = pd.concat(comms, ignore_index=True) if comms else pd.DataFrame()
+    known = sorted(set(levels) - {"unknown"})
+    profile.level = "/".join(known) if known else "unknown"
+    return profile

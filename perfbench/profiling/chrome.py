@@ -1,0 +1,227 @@
+"""torch.profiler (Kineto) chrome traces -> the events table.
+
+Host rows are `cpu_op`s (and CUDA runtime/driver calls) with exclusive time, plus c10d collective ranges
+(`gloo:all_reduce`, `nccl:all_reduce`), which are the only trace of communication on CPU. Device rows are
+`kernel`, `gpu_memcpy` and `gpu_memset` events; each takes the annotation context of the host call that
+launched it, found through `correlation` (the launching runtime call) or else `External id` (the launching
+cpu_op).
+
+A JSON array (torch_npu's trace_view.json) is handed to `trace_view.trace_view_events`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfbench.errors import UserError
+from perfbench.profiling.categories import categorize
+from perfbench.profiling.events import events_from_columns, us_text_to_ns
+from perfbench.profiling.scopes import EMPTY_SCOPE, OP, RANGE, SCOPE, Scope, is_context_range, sweep
+from perfbench.profiling.trace_view import trace_view_events
+
+# NOTE: orjson parses ~25% faster than the stdlib here; it is optional and gives the same result.
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+HOST_CATEGORIES = frozenset({
+    "cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver",
+    "xpu_runtime", "xpu_driver", "mtia_runtime",
+})
+LAUNCH_CATEGORIES = HOST_CATEGORIES - {"cpu_op", "user_annotation"}
+DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# c10d names its collectives' record_function ranges `<backend>:<op>` (user_annotation on CPU/CUDA).
+COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "mpi:", "hccl:", "ucc:")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: building millions of small dicts and tuples (which hold no cycles)
+    otherwise triggers a full collection again and again, tripling the parse time of a big trace."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def read_trace_json(path: Path) -> Any:
+    """The parsed JSON of a .json or .json.gz trace; UserError if it is not JSON."""
+    try:
+        raw = gzip.open(path, "rb").read() if path.name.endswith(".gz") else path.read_bytes()
+    except (OSError, EOFError) as err:
+        raise UserError(f"{path}: cannot read the trace ({err})") from None
+    try:
+        return _orjson.loads(raw) if _orjson is not None else json.loads(raw)
+    except ValueError as err:
+        raise UserError(f"{path}: not a JSON trace ({str(err).splitlines()[0]})") from None
+
+
+def parse_chrome_trace(path: Path | str, rank: int | None = None) -> pd.DataFrame:
+    """Parse a Kineto chrome trace (.json / .json.gz) or a torch_npu trace_view.json into the events table.
+
+    Args:
+        path: the trace file.
+        rank: override the rank (default: Kineto `distributedInfo.rank`, else 0).
+
+    Returns:
+        The events table (`events.COLUMNS`): host ops with exclusive µs, device kernels with their µs, all
+        with start_us relative to the first timed event of the trace. Absolute-µs traces and traces whose
+        ts are relative to `baseTimeNanoseconds` give the same table.
+    """
+    path = Path(path)
+    with gc_paused():
+        data = read_trace_json(path)
+        if isinstance(data, dict) and isinstance(data.get("traceEvents"), list):
+            if rank is None:
+                info = data.get("distributedInfo")
+                rank = _int_or(info.get("rank") if isinstance(info, dict) else None, 0)
+            events, parse = data["traceEvents"], kineto_events
+        elif isinstance(data, list):
+            events, parse = data, trace_view_events
+        else:
+            raise UserError(f"{path}: not a chrome trace (no `traceEvents` list)")
+        try:
+            return parse(events, rank=rank or 0)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            # UserError is a ValueError: let a precise message from below through unchanged.
+            if isinstance(err, UserError):
+                raise
+            raise UserError(f"{path}: malformed trace event ({type(err).__name__}: {err})") from None
+
+
+def _int_or(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _times_ns(ts: list[Any], origin: Any) -> np.ndarray:
+    """µs timestamps (int, float or str) minus `origin`, as int64 ns.
+
+    Subtracting before scaling keeps ns precision for float ts; whole-µs (int) and string ts are exact.
+    """
+    if not ts:
+        return np.zeros(0, dtype=np.int64)
+    if any(isinstance(t, str) for t in ts):
+        base = us_text_to_ns(origin)
+        return np.asarray([us_text_to_ns(t) - base for t in ts], dtype=np.int64)
+    values = np.asarray(ts)
+    if values.dtype.kind in "iu":
+        return (values.astype(np.int64) - int(origin)) * 1000
+    return np.rint((values.astype(np.float64) - float(origin)) * 1000.0).astype(np.int64)
+
+
+def _durations_ns(durs: list[Any]) -> np.ndarray:
+    return np.rint(np.asarray(durs, dtype=np.float64) * 1000.0).astype(np.int64)
+
+
+def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataFrame:
+    """The events table of a Kineto `traceEvents` list (see `parse_chrome_trace`)."""
+    threads: dict[tuple[Any, Any], int] = {}
+    h_thread: list[int] = []
+    h_tid: list[str] = []
+    h_ts: list[Any] = []
+    h_dur: list[Any] = []
+    h_kind: list[int] = []
+    h_name: list[str] = []
+    h_ext: list[Any] = []
+    h_corr: list[Any] = []
+    d_ts: list[Any] = []
+    d_dur: list[Any] = []
+    d_name: list[str] = []
+    d_stream: list[str] = []
+    d_ext: list[Any] = []
+    d_corr: list[Any] = []
+    host_categories, device_categories = HOST_CATEGORIES, DEVICE_CATEGORIES
+    launch_categories = LAUNCH_CATEGORIES
+    for event in trace_events:
+        if event.get("ph") != "X":
+            continue
+        cat = event.get("cat")
+        if cat in host_categories:
+            name = event.get("name", "")
+            if is_context_range(name):
+                kind = SCOPE
+            elif cat == "user_annotation":
+                kind = OP if name.startswith(COLLECTIVE_PREFIXES) else RANGE
+            else:
+                kind = OP
+            key = (event.get("pid"), event.get("tid"))
+            thread = threads.get(key)
+            if thread is None:
+                thread = threads[key] = len(threads)
+            args = event.get("args") or {}
+            h_thread.append(thread)
+            h_tid.append(key[1])
+            h_ts.append(event["ts"])
+            h_dur.append(event.get("dur", 0))
+            h_kind.append(kind)
+            h_name.append(name)
+            h_ext.append(args.get("External id"))
+            h_corr.append(args.get("correlation") if cat in launch_categories else None)
+        elif cat in device_categories:
+            args = event.get("args") or {}
+            d_ts.append(event["ts"])
+            d_dur.append(event.get("dur", 0))
+            d_name.append(event.get("name", ""))
+            d_stream.append(str(args.get("stream", event.get("tid"))))
+            d_ext.append(args.get("External id"))
+            d_corr.append(args.get("correlation"))
+
+    all_ts = h_ts + d_ts
+    if any(isinstance(t, str) for t in all_ts):
+        origin = min(all_ts, key=us_text_to_ns)
+    else:
+        origin = min(all_ts, default=0)
+    start_arr = _times_ns(h_ts, origin)
+    dur_arr = _durations_ns(h_dur)
+    kind_arr = np.asarray(h_kind, dtype=np.int64)
+    scopes, self_ns = sweep(np.asarray(h_thread, dtype=np.int64), start_arr, dur_arr, kind_arr, h_name)
+
+    by_external: dict[Any, Scope] = {}
+    by_correlation: dict[Any, Scope] = {}
+    for i, ext in enumerate(h_ext):
+        if ext is not None:
+            by_external[ext] = scopes[i]
+        if h_corr[i] is not None:
+            by_correlation[h_corr[i]] = scopes[i]
+    d_scopes = [
+        by_correlation.get(corr) or by_external.get(ext) or EMPTY_SCOPE for corr, ext in zip(d_corr, d_ext)
+    ]
+
+    op_idx = np.flatnonzero(kind_arr == OP)
+    host_scopes = [scopes[i] for i in op_idx.tolist()]
+    host_names = [h_name[i] for i in op_idx.tolist()]
+    names = host_names + d_name
+    all_scopes = host_scopes + d_scopes
+    n_host = len(host_names)
+    starts = np.concatenate([start_arr[op_idx], _times_ns(d_ts, origin)])
+    durs = np.concatenate([self_ns[op_idx], _durations_ns(d_dur)])
+    return events_from_columns({
+        "name": names,
+        "category": [categorize(n, None, s.module) for n, s in zip(names, all_scopes)],
+        "phase": [s.phase for s in all_scopes],
+        "layer": [s.layer for s in all_scopes],
+        "layer_type": [s.layer_type for s in all_scopes],
+        "module": [s.module for s in all_scopes],
+        "step": [s.step for s in all_scopes],
+        "side": ["host"] * n_host + ["device"] * len(d_name),
+        "start_us": starts / 1000.0,
+        "dur_us": durs / 1000.0,
+        "stream": [str(h_tid[i]) for i in op_idx.tolist()] + d_stream,
+        "rank": [rank] * len(names),
+    })

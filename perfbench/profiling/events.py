@@ -1,0 +1,110 @@
+"""The canonical events table every parser produces and every table reads.
+
+One row per op execution:
+
+  name        op or kernel name as the profiler wrote it
+  category    one of `categories.CATEGORIES`
+  phase       "prefill" / "decode" / ... from the enclosing `pb|` annotations, else null
+  layer       decoder layer index (Int64, nullable)
+  layer_type  e.g. "linear_attention" / "full_attention", else null
+  module      innermost annotated module (attn, gdn, moe, router, experts, ...), else null
+  step        decode step index from a `pb|...|step=N` annotation, else the profiler step
+              (`ProfilerStep#N`, Ascend `Step Id`); Int64, nullable
+  side        "device" (a kernel or device task) or "host" (a CPU op)
+  start_us    start in µs relative to the trace's first event (float)
+  dur_us      duration in µs. Device rows: the kernel's duration. Host rows: exclusive (self) time, i.e. the
+              op's duration minus its direct child ops, so nested aten ops are never counted twice.
+  stream      device stream id, or the host thread id (str)
+  rank        distributed rank the trace came from (int)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+import pandas as pd
+
+COLUMNS = (
+    "name", "category", "phase", "layer", "layer_type", "module", "step", "side", "start_us", "dur_us",
+    "stream", "rank",
+)
+DTYPES = {
+    "name": "object", "category": "object", "phase": "object", "layer": "Int64", "layer_type": "object",
+    "module": "object", "step": "Int64", "side": "object", "start_us": "float64", "dur_us": "float64",
+    "stream": "object", "rank": "int64",
+}
+SIDES = ("device", "host")
+
+
+def empty_events() -> pd.DataFrame:
+    """An events table with no rows and the canonical dtypes."""
+    return pd.DataFrame({col: pd.Series(dtype=DTYPES[col]) for col in COLUMNS})
+
+
+def events_from_columns(columns: dict[str, Sequence]) -> pd.DataFrame:
+    """Build an events table from equally long column sequences (None = null); missing columns become null.
+
+    `layer` and `step` accept ints or None; `start_us`/`dur_us` floats; `rank` ints (default 0).
+    """
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"event columns differ in length: {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
+    data: dict[str, object] = {}
+    for col in COLUMNS:
+        values = columns.get(col)
+        if values is None:
+            values = [0] * n if col == "rank" else [None] * n
+        if DTYPES[col] == "Int64":
+            data[col] = pd.array(list(values), dtype="Int64")
+        elif DTYPES[col] == "object":
+            data[col] = pd.Series(values if isinstance(values, np.ndarray) else list(values), dtype="object")
+        else:
+            data[col] = np.asarray(values, dtype=DTYPES[col])
+    return pd.DataFrame(data, columns=list(COLUMNS)).reset_index(drop=True)
+
+
+def check_events(df: pd.DataFrame) -> None:
+    """Raise ValueError if `df` is not an events table (missing columns or an unknown side)."""
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"not an events table: missing columns {missing}")
+    bad = set(df["side"].dropna().unique()) - set(SIDES)
+    if bad:
+        raise ValueError(f"`side` must be one of {SIDES}, got {sorted(bad)}")
+
+
+def concat_events(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate events tables, keeping the canonical dtypes (an empty list gives an empty table)."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return empty_events()
+    out = pd.concat(frames, ignore_index=True)
+    return out.astype({c: DTYPES[c] for c in COLUMNS})[list(COLUMNS)]
+
+
+def primary_side(df: pd.DataFrame) -> str:
+    """"device" when the table has any device rows (their time is what the model costs), else "host"."""
+    return "device" if (df["side"] == "device").any() else "host"
+
+
+def us_text_to_ns(text: str | float | int) -> int:
+    """A µs timestamp to integer ns without float rounding: "1736408883704643.212\\t" -> 1736408883704643212.
+
+    Profilers write epoch µs with ns digits; float64 cannot hold those exactly, so strings are parsed as
+    decimals. Surrounding whitespace, tabs and quotes are ignored; digits past ns are rounded half-even.
+    """
+    if isinstance(text, int):
+        return text * 1000
+    if isinstance(text, float):
+        return round(text * 1000)
+    cleaned = text.strip().strip('"').strip()
+    whole, dot, frac = cleaned.partition(".")
+    if whole.isdigit() and (not dot or (frac.isdigit() and len(frac) <= 3)):
+        return int(whole) * 1000 + int(frac.ljust(3, "0") or 0)
+    try:
+        return int((Decimal(cleaned) * 1000).to_integral_value())
+    except InvalidOperation:
+        raise ValueError(f"not a µs timestamp: {text!r}") from None

@@ -1,0 +1,99 @@
+"""Open whatever trace the user points at: chrome trace file, Ascend profiler folder, folder of traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from perfbench.errors import UserError
+from perfbench.profiling.ascend import find_rank_folders, parse_ascend_dir
+from perfbench.profiling.chrome import parse_chrome_trace
+from perfbench.profiling.events import concat_events
+
+NOT_A_TRACE = ("expected a torch profiler trace (.json / .json.gz), a torch_npu trace_view.json, a "
+               "kernel_details.csv or an Ascend profiler folder (*_ascend_pt)")
+
+
+@dataclass
+class LoadedTrace:
+    """A parsed trace: the events table plus what the user should be told about it.
+
+    kind: "chrome" (Kineto or trace_view.json files) or "ascend" (profiler folder).
+    extra_tables: the profiler's own summaries worth keeping as CSV (Ascend step_trace_time, op_statistic,
+    communication), by file stem.
+    """
+
+    path: Path
+    kind: str
+    events: pd.DataFrame
+    missing_columns: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra_tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    level: str | None = None
+    ranks: list[int] = field(default_factory=list)  # ranks found, including ranks without events
+
+    def __post_init__(self) -> None:
+        if not self.ranks and len(self.events):
+            self.ranks = sorted(int(r) for r in self.events["rank"].unique())
+
+
+def _is_chrome_file(path: Path) -> bool:
+    return path.name.endswith((".json", ".json.gz"))
+
+
+def _load_ascend(path: Path) -> LoadedTrace:
+    profile = parse_ascend_dir(path)
+    extra = {"ascend_step_trace_time": profile.step_trace, "ascend_op_statistic": profile.op_statistic,
+             "ascend_communication": profile.communication}
+    return LoadedTrace(path, "ascend", profile.events, profile.missing_columns, profile.notes,
+                       {k: v for k, v in extra.items() if not v.empty}, profile.level, profile.ranks)
+
+
+def _load_chrome_folder(path: Path) -> LoadedTrace | None:
+    files = sorted(p for p in path.iterdir() if p.is_file() and _is_chrome_file(p))
+    frames, notes = [], []
+    for file in files:
+        try:
+            frames.append(parse_chrome_trace(file))
+        except UserError as err:
+            notes.append(f"skipped {file.name}: {str(err).removeprefix(f'{file}: ')}")
+    if not frames:
+        return None
+    ranks = [int(f["rank"].iloc[0]) for f in frames if len(f)]
+    if len(set(ranks)) < len(ranks):  # several files claim one rank: number them in file order instead
+        frames = [f.assign(rank=i) for i, f in enumerate(frames)]
+        notes.append("trace files do not carry distinct ranks; ranks follow file name order")
+    return LoadedTrace(path, "chrome", concat_events(frames), notes=notes)
+
+
+def load_trace(path: Path | str) -> LoadedTrace:
+    """Parse `path`, whatever kind of trace it is; UserError (one line) for anything that is not a trace.
+
+    A .json/.json.gz file is a chrome trace (Kineto, or torch_npu trace_view.json); a kernel_details.csv is
+    read with its folder; a folder is an Ascend profiler folder (one rank or several) or else a folder of
+    chrome trace files (one per rank, e.g. tensorboard_trace_handler output).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or folder")
+    if path.is_file():
+        if _is_chrome_file(path):
+            return LoadedTrace(path, "chrome", parse_chrome_trace(path))
+        if path.name == "kernel_details.csv":
+            return _load_ascend(path.parent)
+        raise UserError(f"{path}: not a trace; {NOT_A_TRACE}")
+    try:
+        find_rank_folders(path)
+    except UserError:
+        loaded = _load_chrome_folder(path)
+        if loaded is None:
+            raise UserError(f"{path}: no trace in this folder; {NOT_A_TRACE}") from None
+        return loaded
+    return _load_ascend(path)
+
+
+def parse_trace_path(path: Path | str) -> pd.DataFrame:
+    """The events table of any trace `load_trace` accepts."""
+    return load_trace(path).events

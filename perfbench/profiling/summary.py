@@ -1,0 +1,83 @@
+"""The short human-readable summary `perfbench trace` prints after writing the tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from perfbench.profiling.events import primary_side
+from perfbench.profiling.loading import LoadedTrace
+from perfbench.profiling.tables import (
+    ALL_OPS,
+    compute_vs_communication,
+    op_counts_per_decode_step,
+    per_category,
+)
+
+TOP_CATEGORIES = 6
+
+
+def format_us(value: float) -> str:
+    """µs as a short human string: "812 µs", "12.35 ms", "3.210 s"."""
+    if value != value:  # NaN
+        return "n/a"
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.3f} s"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.2f} ms"
+    return f"{value:.0f} µs"
+
+
+def _header(trace: LoadedTrace) -> str:
+    events = trace.events
+    ranks = trace.ranks
+    what = "Ascend profiler folder" if trace.kind == "ascend" else "chrome trace"
+    level = f", {trace.level}" if trace.level and trace.level != "unknown" else ""
+    sides = events["side"].value_counts()
+    rank_text = f"rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks)) or 'none'}"
+    return (f"trace: {trace.path} ({what}{level}, {rank_text}; {int(sides.get('device', 0))} device / "
+            f"{int(sides.get('host', 0))} host events)")
+
+
+def _categories(events: pd.DataFrame, side: str) -> list[str]:
+    table = per_category(events)
+    table = table[table["side"] == side].head(TOP_CATEGORIES)
+    label = "kernel time" if side == "device" else "host self time"
+    lines = [f"{label} by category:"]
+    for row in table.itertuples(index=False):
+        lines.append(f"  {row.category:<14} {format_us(row.total_us):>11}  {row.share_pct:5.1f}%  "
+                     f"({row.count} ops)")
+    return lines
+
+
+def _compute_vs_communication(events: pd.DataFrame) -> str:
+    table = compute_vs_communication(events)
+    compute, comm = table["compute_us"].sum(), table["communication_us"].sum()
+    text = f"compute {format_us(compute)}, communication {format_us(comm)}"
+    if table["side"].iloc[0] == "device":
+        text += (f" (overlapped {format_us(table['overlapped_us'].sum())}, not overlapped "
+                 f"{format_us(table['communication_not_overlapped_us'].sum())})")
+    steps = table["step"].dropna().nunique()
+    return text + (f" over {steps} step{'s' if steps != 1 else ''}" if steps else "")
+
+
+def summarize(trace: LoadedTrace, written: list[Path]) -> str:
+    """A few lines: what was parsed, top categories with time and share, compute vs communication, decode ops
+    per step, missing columns and notes, and where the CSVs went."""
+    events = trace.events
+    lines = [_header(trace)]
+    if len(events):
+        lines += _categories(events, primary_side(events))
+        lines.append(_compute_vs_communication(events))
+        counts = op_counts_per_decode_step(events)
+        if counts:
+            lines.append(f"decode: {counts[ALL_OPS]:.1f} ops per step")
+    else:
+        lines.append("no op or kernel events found")
+    if trace.missing_columns:
+        lines.append(f"missing columns: {', '.join(trace.missing_columns)} (those fields are left empty)")
+    lines += [f"note: {note}" for note in trace.notes]
+    if written:
+        lines.append(f"tables: {written[0].parent} ({', '.join(p.name for p in written)})")
+    return "\n".join(lines)

@@ -1,0 +1,192 @@
+"""torch_npu trace_view.json (a JSON array of chrome events) -> device events and their annotation context.
+
+Device tasks are the X events of the `Ascend Hardware` process (compute task types only: sync, notify and
+DMA tasks are not kernels) and the collective ops on the `Group ... Communication` threads of the `HCCL` /
+`Communication` process. A task's context comes from the `async_npu` (`torch_to_npu`) flow: its end is the
+task (pid, tid, ts), its start the issuing `cpu_op` at the same (pid, tid, ts); on NPU, record_function
+ranges (`pb|...`, `ProfilerStep#N`) are `cpu_op`s too, so the issuing op's enclosing ranges give
+phase/layer/module (profiler_formats.md sections 0.5 and 5.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfbench.profiling.categories import categorize
+from perfbench.profiling.events import concat_events, events_from_columns, us_text_to_ns
+from perfbench.profiling.scopes import EMPTY_SCOPE, OP, SCOPE, Scope, is_context_range, sweep
+
+HARDWARE_PROCESS = "Ascend Hardware"
+COMMUNICATION_PROCESSES = ("HCCL", "Communication")
+# msprof-analyze's compute task types, plus DSA_SQE (random-number ops listed in kernel_details.csv) and the
+# `Other` type older torch_npu wrote for every kernel.
+COMPUTE_TASK_TYPES = frozenset({
+    "AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU", "FFTS_PLUS", "DSA_SQE", "Other",
+})
+
+
+@dataclass
+class DeviceTask:
+    """One device task of a trace_view.json: start in integer ns (epoch), duration in µs."""
+
+    name: str
+    start_ns: int
+    dur_us: float
+    stream: str
+    task_type: str
+    communication: bool
+    scope: Scope | None = None  # None: no async_npu flow led to the issuing op
+
+
+@dataclass
+class TraceView:
+    """What perfbench reads from a trace_view.json: host ops (exclusive time), device tasks with context."""
+
+    host_names: list[str] = field(default_factory=list)
+    host_start_ns: list[int] = field(default_factory=list)
+    host_self_us: list[float] = field(default_factory=list)
+    host_stream: list[str] = field(default_factory=list)
+    host_scopes: list[Scope] = field(default_factory=list)
+    tasks: list[DeviceTask] = field(default_factory=list)
+    attributed: int = 0  # tasks whose issuing op was found through an async_npu flow
+
+    def scope_by_start(self) -> dict[int, Scope]:
+        """Device task start (ns) -> context, for the tasks attributed through a flow."""
+        return {t.start_ns: t.scope for t in self.tasks if t.scope is not None}
+
+
+def read_trace_view(trace_events: list[dict[str, Any]]) -> TraceView:
+    """Index a trace_view.json event list: host cpu_ops with context and self time, device tasks with
+    context."""
+    process_names: dict[Any, str] = {}
+    thread_names: dict[tuple[Any, Any], str] = {}
+    for event in trace_events:
+        if event.get("ph") == "M":
+            if event.get("name") == "process_name":
+                process_names[event.get("pid")] = str((event.get("args") or {}).get("name", ""))
+            elif event.get("name") == "thread_name":
+                name = str((event.get("args") or {}).get("name", ""))
+                thread_names[(event.get("pid"), event.get("tid"))] = name
+
+    threads: dict[tuple[Any, Any], int] = {}
+    h_thread: list[int] = []
+    h_key: list[tuple[Any, Any, int]] = []
+    h_dur: list[int] = []
+    h_kind: list[int] = []
+    h_name: list[str] = []
+    flow_start: dict[Any, tuple[Any, Any, int]] = {}
+    flow_end: dict[tuple[Any, Any, int], Any] = {}
+    tasks: list[tuple[DeviceTask, tuple[Any, Any, int]]] = []
+    for event in trace_events:
+        ph = event.get("ph")
+        if ph in ("s", "f"):
+            if event.get("cat") == "async_npu":
+                where = (event.get("pid"), event.get("tid"), us_text_to_ns(event["ts"]))
+                if ph == "s":
+                    flow_start[event.get("id")] = where
+                else:
+                    flow_end[where] = event.get("id")
+            continue
+        if ph != "X":
+            continue
+        pid, tid = event.get("pid"), event.get("tid")
+        if event.get("cat") == "cpu_op":
+            thread = threads.get((pid, tid))
+            if thread is None:
+                thread = threads[(pid, tid)] = len(threads)
+            name = event.get("name", "")
+            start = us_text_to_ns(event["ts"])
+            h_thread.append(thread)
+            h_key.append((pid, tid, start))
+            h_dur.append(round(float(event.get("dur", 0)) * 1000))
+            h_kind.append(SCOPE if is_context_range(name) else OP)
+            h_name.append(name)
+            continue
+        process = process_names.get(pid, "")
+        args = event.get("args") or {}
+        if process == HARDWARE_PROCESS:
+            task_type = str(args.get("Task Type", "Other"))
+            if task_type not in COMPUTE_TASK_TYPES:
+                continue
+            communication = False
+            stream = str(tid)
+        elif process in COMMUNICATION_PROCESSES and "Communication" in thread_names.get((pid, tid), ""):
+            task_type, communication, stream = "COMMUNICATION", True, thread_names[(pid, tid)]
+        else:
+            continue
+        start = us_text_to_ns(event["ts"])
+        task = DeviceTask(str(event.get("name", "")), start, float(event.get("dur", 0)), stream, task_type,
+                          communication)
+        tasks.append((task, (pid, tid, start)))
+
+    start_arr = np.asarray([k[2] for k in h_key], dtype=np.int64)
+    dur_arr = np.asarray(h_dur, dtype=np.int64)
+    kind_arr = np.asarray(h_kind, dtype=np.int64)
+    scopes, self_ns = sweep(np.asarray(h_thread, dtype=np.int64), start_arr, dur_arr, kind_arr, h_name)
+    # Several ops can start at the issuing (pid, tid, ts): the innermost (shortest) one has the full context.
+    scope_at: dict[tuple[Any, Any, int], Scope] = {}
+    for i in np.argsort(-dur_arr, kind="stable").tolist():
+        scope_at[h_key[i]] = scopes[i]
+
+    view = TraceView()
+    for task, where in tasks:
+        flow_id = flow_end.get(where)
+        issued_at = flow_start.get(flow_id) if flow_id is not None else None
+        scope = scope_at.get(issued_at) if issued_at is not None else None
+        if scope is not None:
+            task.scope = scope
+            view.attributed += 1
+        view.tasks.append(task)
+    for i in np.flatnonzero(kind_arr == OP).tolist():
+        view.host_names.append(h_name[i])
+        view.host_start_ns.append(h_key[i][2])
+        view.host_self_us.append(self_ns[i] / 1000.0)
+        view.host_stream.append(str(h_key[i][1]))
+        view.host_scopes.append(scopes[i])
+    return view
+
+
+def _table(names: list[str], categories: list[str], scopes: list[Scope], side: str, starts_ns: list[int],
+           durs_us: list[float], streams: list[str], rank: int, origin_ns: int) -> pd.DataFrame:
+    return events_from_columns({
+        "name": names,
+        "category": categories,
+        "phase": [s.phase for s in scopes],
+        "layer": [s.layer for s in scopes],
+        "layer_type": [s.layer_type for s in scopes],
+        "module": [s.module for s in scopes],
+        "step": [s.step for s in scopes],
+        "side": [side] * len(names),
+        "start_us": (np.asarray(starts_ns, dtype=np.int64) - origin_ns) / 1000.0,
+        "dur_us": durs_us,
+        "stream": streams,
+        "rank": [rank] * len(names),
+    })
+
+
+def task_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:
+    """The device tasks of a trace view as events (start_us from `origin_ns`); categories from task names."""
+    scopes = [t.scope or EMPTY_SCOPE for t in view.tasks]
+    categories = ["communication" if t.communication else categorize(t.name, None, s.module)
+                  for t, s in zip(view.tasks, scopes)]
+    tasks = view.tasks
+    return _table([t.name for t in tasks], categories, scopes, "device", [t.start_ns for t in tasks],
+                  [t.dur_us for t in tasks], [t.stream for t in tasks], rank, origin_ns)
+
+
+def trace_view_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataFrame:
+    """The events table of a trace_view.json: host cpu_ops (exclusive µs) and device tasks (µs).
+
+    Categories of device tasks come from their names (the trace has no op Type); kernel_details.csv, when it
+    exists, is the better source (see `ascend.parse_ascend_dir`).
+    """
+    view = read_trace_view(trace_events)
+    origin = min(view.host_start_ns + [t.start_ns for t in view.tasks], default=0)
+    categories = [categorize(n, None, s.module) for n, s in zip(view.host_names, view.host_scopes)]
+    host = _table(view.host_names, categories, view.host_scopes, "host", view.host_start_ns,
+                  view.host_self_us, view.host_stream, rank, origin)
+    return concat_events([host, task_events(view, rank, origin)])
