@@ -30,6 +30,7 @@ class PlanContext:
     parallel: ParallelConfig
     model: Qwen3_5MoeTextConfig | None = None
     exe_mode: str = "ge_graph"  # NPU graph flavour when graph_mode is on: ge_graph | npugraph_ex
+    requested: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,12 @@ def _torchair_for_graph(ctx: PlanContext) -> str:
     return ""
 
 
+def _static_moe(ctx: PlanContext) -> str:
+    # The per-expert loop visits only the experts that were hit: data-dependent shapes and a host sync, which
+    # a static decode graph cannot capture (the recipe's graph mode also runs grouped matmul).
+    return "" if ctx.requested.get("grouped_moe") else "needs grouped_moe (the expert loop syncs with the host)"
+
+
 def _chunk_gdr_platform(ctx: PlanContext) -> str:
     # The recipe keeps the torch path on 950 (npu_recipe.md 2.1).
     if ctx.caps.device == "npu" and ctx.caps.npu_platform == "950":
@@ -112,7 +119,7 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("graph_mode", "eager decode step", ("decode",),
                    {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
                     "cpu": "torch.compile (inductor, static shapes)"},
-                   requires=(_torchair_for_graph,)),
+                   requires=(_static_moe, _torchair_for_graph)),
         ToggleSpec("merged_projections", "separate q/k/v, in_proj_qkv/z/b/a, gate/up, router/shared-gate GEMMs",
                    ("prefill", "decode"),
                    {"npu": "merged GEMMs", "cuda": "merged GEMMs", "cpu": "merged GEMMs"}),
@@ -230,7 +237,7 @@ def resolve_plan(
         raise ValueError(f"`exe_mode` must be eager, ge_graph or npugraph_ex, got {exe_mode!r}")
     requested = normalize_request(optimizations)
     ctx = PlanContext(caps=caps, parallel=parallel or ParallelConfig(), model=model,
-                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph")
+                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph", requested=requested)
     decisions = {name: decide(TOGGLES[name], requested[name], ctx) for name in TOGGLE_NAMES}
     variant = ""
     if caps.device == "npu" and decisions["fused_attention"].on:

@@ -160,8 +160,8 @@ class SweepSection(Section):
     toggles: list[str] | None = opt(None, "toggles the design varies (default all)")
     order: list[str] | None = opt(None, "cumulative design: the order toggles are added in "
                                         "(default sweep.toggles)")
-    runs: list[ExplicitRun] = opt(list, "explicit design: list of {toggle: bool} (a run may add "
-                                        "env: {VAR: value})")
+    runs: list[ExplicitRun] = opt(list, "explicit design: the runs, a list of {toggle: bool} (a run may add "
+                                        "env: {VAR: value}); any other design: extra runs appended to it")
 
     def __post_init__(self) -> None:
         super().__post_init__()

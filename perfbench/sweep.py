@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from model.backend import Capabilities
@@ -45,6 +45,13 @@ def combinations(scenario: Scenario) -> list[Combo]:
     def with_(on: Sequence[str], off: Sequence[str] = ()) -> dict[str, bool]:
         return {**base, **dict.fromkeys(off, False), **dict.fromkeys(on, True)}
 
+    extra = [] if design == "explicit" else [
+        Combo(f"runs[{i}]", {**base, **run.toggles}, dict(run.env)) for i, run in enumerate(pb.sweep.runs)]
+    return _design_combos(design, base, swept, pb.sweep.runs, with_) + extra
+
+
+def _design_combos(design: str, base: dict[str, bool], swept: list[str], runs: Sequence,
+                   with_: Callable[..., dict[str, bool]]) -> list[Combo]:
     if design == "none":
         return [Combo("base", dict(base))]
     if design == "grid":
@@ -65,7 +72,7 @@ def combinations(scenario: Scenario) -> list[Combo]:
                 for k in range(len(swept) + 1)]
     if design == "explicit":
         return [Combo(f"runs[{i}]", {**base, **run.toggles}, dict(run.env))
-                for i, run in enumerate(pb.sweep.runs)]
+                for i, run in enumerate(runs)]
     raise ValueError(f"unknown design {design!r}")  # the scenario validated it already
 
 
