@@ -1,0 +1,171 @@
+"""Where the time goes: per-run trace tables (runs/<run_id>/tables/*.csv) as stacked bars and tables.
+
+The trace tables are written by perfbench.profiling; this module only needs a label column and `total_us`
+in the breakdown tables, and shows any other CSV it finds as it is, so a new trace table needs no change here.
+Host (self time) and device (kernel time) rows are never added: where a table has a `side` column, only the
+device rows are used when there are any, else the host rows, as perfbench.profiling does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from perfbench.attribution import combo_label, effective_on
+from perfbench.report import plots
+from perfbench.report.page import Block, Figure, Section, Text
+from perfbench.report.table import Column, Table
+from perfbench.results import RunResult
+
+# trace table stem -> its label column, in the order the section shows them
+BREAKDOWNS = {"per_category": "category", "per_layer_type": "layer_type", "per_phase": "phase"}
+OPS_TABLE = "per_op"
+TOP_OPS = 15
+NO_LABEL = "(none)"  # ops outside any annotated layer or phase
+
+
+def _plain(value: Any) -> Any:
+    """numpy / pandas scalars to Python values; missing values to None."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+        if isinstance(value, float) and math.isnan(value):
+            return None
+    return value
+
+
+def primary_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows of the side whose time the model costs: device when present, else host ("" without `side`)."""
+    if "side" not in frame.columns:
+        return frame, ""
+    side = "device" if (frame["side"] == "device").any() else "host"
+    return frame[frame["side"] == side], side
+
+
+@dataclass
+class TraceTables:
+    """The trace tables of the ok runs, and the problems met reading them."""
+
+    by_run: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)  # run_id -> stem -> table
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def stems(self) -> list[str]:
+        found = {stem for tables in self.by_run.values() for stem in tables}
+        known = [s for s in (*BREAKDOWNS, OPS_TABLE) if s in found]
+        return known + sorted(found - set(known))
+
+
+def read_trace_tables(folder: Path, runs: Sequence[RunResult]) -> TraceTables:
+    out = TraceTables()
+    for r in runs:
+        table_dir = folder / "runs" / r.run_id / "tables"
+        for path in sorted(table_dir.glob("*.csv")) if table_dir.is_dir() else []:
+            try:
+                frame = pd.read_csv(path)
+            except (OSError, ValueError, pd.errors.ParserError) as err:
+                out.problems.append(f"{r.run_id}/{path.name}: unreadable ({str(err).splitlines()[0]})")
+                continue
+            out.by_run.setdefault(r.run_id, {})[path.stem] = frame
+    return out
+
+
+def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[str, str]) -> list[Block]:
+    """A stacked bar per run and a runs x labels table of total_us (µs in the profiled iteration)."""
+    values: dict[tuple[str, str], float] = {}  # (run_id, label value) -> total_us
+    sides: dict[str, str] = {}
+    skipped = []
+    for run_id, frames in tables.by_run.items():
+        frame = frames.get(stem)
+        if frame is None:
+            continue
+        if label not in frame.columns or "total_us" not in frame.columns:
+            skipped.append(run_id)
+            continue
+        frame, sides[run_id] = primary_rows(frame)
+        keys = frame[label].map(lambda v: NO_LABEL if _plain(v) is None else str(v))
+        for key, total in frame["total_us"].groupby(keys).sum().items():
+            values[(run_id, str(key))] = float(total)
+    blocks: list[Block] = []
+    if skipped:
+        blocks.append(Text(f"{stem}.csv lacks a `{label}` or `total_us` column in runs {', '.join(skipped)}.",
+                           note=True))
+    if not values:
+        return blocks
+    totals: dict[str, float] = {}
+    for (_, key), v in values.items():
+        totals[key] = totals.get(key, 0.0) + v
+    order = sorted(totals, key=lambda k: -totals[k])  # biggest first: the bottom of every stack
+    runs = list(dict.fromkeys(run_id for run_id, _ in values))
+    title = f"Time by {label.replace('_', ' ')}"
+    in_ms = {k: v / 1000.0 for k, v in values.items()}
+    blocks.append(Figure(plots.stacked_bars(runs, order, in_ms, "ms in the profiled iteration", title),
+                         f"{title} per run (stacked)"))
+    rows = []
+    for run_id in runs:
+        row: dict[str, Any] = {"run_id": run_id, "toggles_on": toggles[run_id], "side": sides.get(run_id, ""),
+                               "total_us": sum(v for (r, _), v in values.items() if r == run_id)}
+        row.update({f"us.{key}": values.get((run_id, key)) for key in order})
+        rows.append(row)
+    columns = [Column("run_id"), Column("toggles_on"), Column("side"), Column("total_us")]
+    columns += [Column(f"us.{key}", key) for key in order]
+    blocks.append(Table(f"time_by_{label}", columns, rows, caption=f"{title}, µs per run"))
+    return blocks
+
+
+def _generic_rows(stem: str, tables: TraceTables, toggles: dict[str, str],
+                  top: int | None = None) -> tuple[list[Column], list[dict[str, Any]]]:
+    """Rows of one trace table across runs as they are (the `top` rows by total_us when asked)."""
+    ours = ("run_id", "toggles_on")  # a trace column of the same name is dropped rather than overwrite these
+    keys: list[str] = []
+    rows = []
+    for run_id, frames in tables.by_run.items():
+        frame = frames.get(stem)
+        if frame is None:
+            continue
+        if top is not None and "total_us" in frame.columns:
+            frame = primary_rows(frame)[0].sort_values("total_us", ascending=False).head(top)
+        keys += [str(c) for c in frame.columns if str(c) not in keys and str(c) not in ours]
+        for record in frame.to_dict("records"):
+            rows.append({**{str(k): _plain(v) for k, v in record.items()}, "run_id": run_id,
+                         "toggles_on": toggles[run_id]})
+    return [Column(k) for k in (*ours, *keys)], rows
+
+
+def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
+    section = Section("Time breakdown")
+    ok = [r for r in results if r.status == "ok"]
+    tables = read_trace_tables(folder, ok)
+    section.blocks += [Text(p, note=True) for p in tables.problems]
+    for r in ok:
+        error = str(r.trace.get("error") or "").strip()
+        if error:
+            section.blocks.append(Text(f"{r.run_id}: the trace was not parsed ({error.splitlines()[-1]}).",
+                                       note=True))
+    if not tables.by_run:
+        section.blocks.append(Text(
+            "No trace tables found (runs/<run_id>/tables/*.csv): the runs were made without profiling, "
+            "failed, or their traces were not parsed; `perfbench trace` makes tables from a captured trace.",
+            note=True))
+        return section
+    section.blocks.append(Text("From each run's profiled iteration (separate from the timed ones); the trace "
+                               "tables under runs/<run_id>/tables/ hold every op.", note=True))
+    toggles = {r.run_id: combo_label(effective_on(r)) for r in ok}
+    for stem, label in BREAKDOWNS.items():
+        section.blocks += _breakdown_blocks(stem, label, tables, toggles)
+    for stem in tables.stems:
+        if stem in BREAKDOWNS:
+            continue
+        top = TOP_OPS if stem == OPS_TABLE else None
+        columns, rows = _generic_rows(stem, tables, toggles, top)
+        name = "top_ops" if stem == OPS_TABLE else "trace_" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
+        caption = f"Top {TOP_OPS} ops by total time per run" if stem == OPS_TABLE else f"{stem}.csv"
+        section.blocks.append(Table(name, columns, rows, caption=caption))
+    return section

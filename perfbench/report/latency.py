@@ -1,0 +1,66 @@
+"""The latency table: TTFT and TPOT (median with a bootstrap CI, p90, p99) and throughputs per run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from perfbench import stats
+from perfbench.attribution import WorkloadShape, combo_label, effective_on, finite_samples
+from perfbench.report.page import Section, Text
+from perfbench.report.table import Column, Table
+from perfbench.results import RunResult
+
+CI_LEVEL = 0.95
+# (summary prefix, raw sample key) of the two latencies the worker times.
+LATENCIES = (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"))
+
+
+def latency_stats(result: RunResult, prefix: str, sample_key: str) -> dict[str, Any]:
+    """median/p90/p99 from the summary (from the samples where the summary lacks them), n, and a percentile
+    bootstrap CI of the median from the raw samples (needs two samples or more)."""
+    samples = finite_samples(result, sample_key)
+    out: dict[str, Any] = {f"{prefix}_n": len(samples)}
+    derived = {"median": stats.median, "p90": lambda v: stats.percentile(v, 90),
+               "p99": lambda v: stats.percentile(v, 99)}
+    for name, estimator in derived.items():
+        value = result.summary.get(f"{prefix}_{name}")
+        out[f"{prefix}_{name}"] = value if value is not None or not samples else estimator(samples)
+    if len(samples) >= 2:
+        out[f"{prefix}_ci_lo"], out[f"{prefix}_ci_hi"] = stats.bootstrap_ci(samples, level=CI_LEVEL)
+    return out
+
+
+def latency_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    ok = sorted((r for r in results if r.status == "ok"),
+                key=lambda r: (WorkloadShape.of(r), combo_label(effective_on(r)), r.run_id))
+    rows = []
+    for r in ok:
+        row: dict[str, Any] = {"run_id": r.run_id, "shape": WorkloadShape.of(r).label(),
+                               "toggles_on": combo_label(effective_on(r))}
+        for prefix, sample_key in LATENCIES:
+            row.update(latency_stats(r, prefix, sample_key))
+        for key in ("prefill_tok_s", "decode_tok_s", "compile_s", "peak_mem_mb"):
+            row[key] = r.summary.get(key)
+        rows.append(row)
+    return rows
+
+
+def latency_section(results: Sequence[RunResult]) -> Section:
+    section = Section("Latency")
+    rows = latency_rows(results)
+    if not rows:
+        section.blocks.append(Text("No run finished ok, so there are no latencies to show; see Failures.",
+                                   note=True))
+        return section
+    section.blocks.append(Text(
+        "TTFT: time to first token (prefill), per timed iteration. TPOT: time per output token, every decode "
+        f"step of every timed iteration. Brackets: {CI_LEVEL:.0%} percentile-bootstrap CI of the median from "
+        "the raw samples; n: number of samples.", note=True))
+    columns = [Column("run_id"), Column("shape"), Column("toggles_on")]
+    for prefix, _ in LATENCIES:
+        columns += [Column(f"{prefix}_median", ci=(f"{prefix}_ci_lo", f"{prefix}_ci_hi")),
+                    Column(f"{prefix}_p90"), Column(f"{prefix}_p99"), Column(f"{prefix}_n")]
+    columns += [Column("prefill_tok_s"), Column("decode_tok_s"), Column("compile_s"), Column("peak_mem_mb")]
+    section.blocks.append(Table("latency", columns, rows))
+    return section

@@ -1,0 +1,85 @@
+"""Report figures as base64 PNG (matplotlib's Agg canvas through `Figure`, so no GUI backend and no pyplot
+global state)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+
+FASTER = "#3a9a4a"
+SLOWER = "#c8413b"
+NEUTRAL = "#5b7db8"
+# Enough distinct colours for the categories of a trace table; cycled beyond that.
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+           "#9c755f", "#bab0ac", "#1f77b4", "#8c564b")
+
+
+def png_base64(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def speedup_bars(labels: Sequence[str], speedups: Sequence[float], ci_low: Sequence[float | None],
+                 ci_high: Sequence[float | None], title: str) -> str:
+    """Horizontal bars of speed-up factors around 1 (no change), CI as error bars where known."""
+    fig = Figure(figsize=(7.5, 0.45 * len(labels) + 1.3))
+    ax = fig.subplots()
+    ys = range(len(labels))
+    colours = [FASTER if s >= 1 else SLOWER for s in speedups]
+    ax.barh(list(ys), [s - 1 for s in speedups], left=1, color=colours)
+    for y, s, lo, hi in zip(ys, speedups, ci_low, ci_high):
+        if lo is not None and hi is not None:
+            ax.errorbar(s, y, xerr=[[max(s - lo, 0)], [max(hi - s, 0)]], color="black", capsize=4, lw=1)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_yticks(list(ys), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up (time without / time with), 95% CI")
+    ax.set_title(title, fontsize=10)
+    return png_base64(fig)
+
+
+def waterfall(start_label: str, start_value: float, steps: Sequence[tuple[str, float]], unit: str,
+              title: str) -> str:
+    """Classic waterfall: the baseline bar, one floating bar per addition (from value before to value after),
+    then the final value."""
+    fig = Figure(figsize=(max(6.0, 1.0 * (len(steps) + 2)), 4.2))
+    ax = fig.subplots()
+    labels = [start_label]
+    ax.bar(0, start_value, color=NEUTRAL)
+    ax.annotate(f"{start_value:.4g}", (0, start_value), ha="center", va="bottom", fontsize=8)
+    before = start_value
+    for i, (label, after) in enumerate(steps, start=1):
+        ax.bar(i, after - before, bottom=before, color=FASTER if after <= before else SLOWER)
+        ax.plot([i - 1.4, i + 0.4], [before, before], color="#999", lw=0.6)
+        ax.annotate(f"{before / after:.3f}x", (i, max(before, after)), ha="center", va="bottom", fontsize=8)
+        labels.append("+" + label)
+        before = after
+    ax.bar(len(steps) + 1, before, color=NEUTRAL)
+    ax.annotate(f"{before:.4g}", (len(steps) + 1, before), ha="center", va="bottom", fontsize=8)
+    labels.append("all on")
+    ax.set_ylim(0, 1.12 * max(start_value, *(value for _, value in steps)))
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=10)
+    return png_base64(fig)
+
+
+def stacked_bars(bars: Sequence[str], stacks: Sequence[str], values: dict[tuple[str, str], float], unit: str,
+                 title: str) -> str:
+    """One bar per entry of `bars`, stacked by `stacks`; values keyed (bar, stack), missing = 0."""
+    fig = Figure(figsize=(max(6.0, 0.8 * len(bars) + 3.5), 4.5))
+    ax = fig.subplots()
+    bottoms = [0.0] * len(bars)
+    for i, stack in enumerate(stacks):
+        heights = [values.get((bar, stack), 0.0) for bar in bars]
+        ax.bar(range(len(bars)), heights, bottom=bottoms, label=stack, color=PALETTE[i % len(PALETTE)])
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    ax.set_xticks(range(len(bars)), bars, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return png_base64(fig)

@@ -1,0 +1,141 @@
+"""Report sections about the runs themselves: environment and scenario, the effective plans, numerics,
+failures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from model.optimizations import TOGGLE_NAMES
+from perfbench.attribution import WorkloadShape, combo_label, effective_on
+from perfbench.report.page import Preformatted, Section, Text
+from perfbench.report.table import Column, Table
+from perfbench.results import RunResult
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts to dotted keys; lists become JSON text (a table cell holds one value)."""
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return {prefix: json.dumps(obj, default=str)}
+    return {prefix: obj}
+
+
+def read_scenario(folder: Path) -> tuple[dict[str, Any] | None, str]:
+    """scenario.json of the folder, or None and why (missing is normal; unreadable is shown, not fatal)."""
+    path = folder / "scenario.json"
+    if not path.is_file():
+        return None, "No scenario.json in this folder."
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return None, f"scenario.json could not be read: {err}"
+    if not isinstance(raw, dict):
+        return None, "scenario.json does not hold a JSON object."
+    return raw, ""
+
+
+def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
+    section = Section("Environment and scenario")
+    ok = sum(r.status == "ok" for r in results)
+    scenarios = sorted({str(r.spec.get("scenario", "")) for r in results} - {""})
+    summary = f"{len(results)} runs ({ok} ok, {len(results) - ok} not ok)"
+    if scenarios:
+        summary += f" from scenario {', '.join(scenarios)}"
+    section.blocks.append(Text(summary + "."))
+    # One row per distinct (key, value): a key whose value differs between runs lists every value.
+    counts: dict[tuple[str, str], int] = {}
+    values: dict[tuple[str, str], Any] = {}
+    for r in results:
+        for key, value in flatten(r.env).items():
+            ident = (key, json.dumps(value, default=str))
+            counts[ident] = counts.get(ident, 0) + 1
+            values[ident] = value
+    if counts:
+        rows = [{"key": k, "value": values[(k, v)], "runs": n} for (k, v), n in sorted(counts.items())]
+        section.blocks.append(Table("environment", [Column("key"), Column("value"), Column("runs")], rows,
+                                    caption="Environment recorded by the runs"))
+    else:
+        section.blocks.append(Text("The runs carry no environment metadata.", note=True))
+    scenario, why_not = read_scenario(folder)
+    if scenario is None:
+        section.blocks.append(Text(why_not, note=True))
+    else:
+        rows = [{"key": k, "value": v} for k, v in flatten(scenario).items()]
+        section.blocks.append(Table("scenario", [Column("key"), Column("value")], rows,
+                                    caption="Scenario (scenario.json)", collapsed=True))
+    return section
+
+
+def plan_section(results: Sequence[RunResult]) -> Section:
+    section = Section("Effective plan")
+    section.blocks.append(Text("What actually ran: on, off, or inactive (requested but not possible here). "
+                               "Hover a cell for the implementation or the reason.", note=True))
+    columns = [Column("run_id"), Column("status"), Column("shape")]
+    columns += [Column(t, title_key=f"{t}.why", mark_key=t) for t in TOGGLE_NAMES]
+    rows = []
+    for r in results:
+        row: dict[str, Any] = {"run_id": r.run_id, "status": r.status, "shape": WorkloadShape.of(r).label()}
+        for t in TOGGLE_NAMES:
+            decision = r.plan.get(t, {})
+            row[t] = decision.get("state", "")
+            on = decision.get("state") == "on"
+            row[f"{t}.why"] = decision.get("impl") if on else decision.get("reason")
+        rows.append(row)
+    if rows:
+        section.blocks.append(Table("plan", columns, rows))
+    else:
+        section.blocks.append(Text("No runs in this folder.", note=True))
+    return section
+
+
+def numerics_section(results: Sequence[RunResult]) -> Section:
+    section = Section("Numerics")
+    checked = [r for r in results if r.numerics]
+    if not checked:
+        section.blocks.append(Text("No run recorded a numerics check against the all-off reference.",
+                                   note=True))
+        return section
+    section.blocks.append(Text("Each run's logits against the all-off reference run of the same shape.",
+                               note=True))
+    extra = sorted({k for r in checked for k, v in r.numerics.items()
+                    if k not in ("max_abs_logit_diff", "tokens_match") and not isinstance(v, (dict, list))})
+    columns = [Column("run_id"), Column("toggles_on"), Column("max_abs_logit_diff"), Column("tokens_match")]
+    columns += [Column(k) for k in extra]
+    rows = []
+    for r in checked:
+        row = {"run_id": r.run_id, "toggles_on": combo_label(effective_on(r))}
+        row.update({k: r.numerics.get(k) for k in ("max_abs_logit_diff", "tokens_match", *extra)})
+        rows.append(row)
+    section.blocks.append(Table("numerics", columns, rows))
+    return section
+
+
+def failures_section(results: Sequence[RunResult]) -> Section:
+    section = Section("Failures")
+    failed = [r for r in results if r.status != "ok"]
+    if not results:
+        section.blocks.append(Text("No runs in this folder.", note=True))
+        return section
+    if not failed:
+        section.blocks.append(Text(f"All {len(results)} runs finished ok."))
+        return section
+    rows = []
+    for r in failed:
+        error = (r.error or "").strip()
+        rows.append({"run_id": r.run_id, "status": r.status, "shape": WorkloadShape.of(r).label(),
+                     "requested_on": combo_label(t for t, on in r.spec.get("toggles", {}).items() if on),
+                     "error": error.splitlines()[-1] if error else "(no error text)", "full_error": error})
+    columns = [Column("run_id"), Column("status"), Column("shape"), Column("requested_on"),
+               Column("error", title_key="full_error")]
+    section.blocks.append(Table("failures", columns, rows))
+    for row in rows:
+        if "\n" in row["full_error"]:
+            section.blocks.append(Preformatted(f"{row['run_id']}: full error", row["full_error"]))
+    return section

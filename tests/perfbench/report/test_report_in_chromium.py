@@ -1,0 +1,75 @@
+"""The report in a real browser: it renders, its script raises no error, and clicking a header sorts."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfbench.report import build_report
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0")
+# What Chromium logs for console output and uncaught exceptions: `...:INFO:CONSOLE:12] "message", source: ...`
+CONSOLE = re.compile(r":CONSOLE[:(]|Uncaught")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)"),
+]
+
+
+def chromium(tmp_path: Path, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+    profile.mkdir()
+    return subprocess.run([str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def console_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if CONSOLE.search(line)]
+
+
+def test_console_errors_are_detected(tmp_path):
+    """The check below can fail: a page with a broken script shows up in the log."""
+    broken = tmp_path / "broken.html"
+    broken.write_text("<!DOCTYPE html><html><body><script>notDefined();</script></body></html>")
+    run = chromium(tmp_path, broken, "--dump-dom")
+    assert any("Uncaught ReferenceError" in line for line in console_lines(run.stderr))
+
+
+def test_report_renders_without_console_errors(tmp_path, make_folder):
+    page = build_report(make_folder(tmp_path / "results"))
+    shot = tmp_path / "report.png"
+    run = chromium(tmp_path, page, f"--screenshot={shot}", "--window-size=1400,3000")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not console_lines(run.stderr)
+    assert shot.stat().st_size > 50_000  # a blank page is a few kB
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_clicking_a_header_sorts_numerically(tmp_path, make_folder):
+    folder = make_folder(tmp_path / "results", traces=False)
+    page = build_report(folder)
+    # Click the TPOT median header of the latency table once, then list the run ids in their new order.
+    probe = tmp_path / "probe.html"
+    shutil.copy(page, probe)
+    click = ("<script>var t = document.getElementById('t-latency');"
+             "var col = Array.prototype.findIndex.call(t.tHead.rows[0].cells,"
+             " function (c) { return c.textContent.indexOf('tpot_ms_median') === 0; });"
+             "t.tHead.rows[0].cells[col].click();"
+             "document.body.setAttribute('data-order', Array.prototype.map.call(t.tBodies[0].rows,"
+             " function (r) { return r.cells[0].textContent; }).join(' '));</script>")
+    probe.write_text(probe.read_text().replace("</body>", click + "</body>"))
+    run = chromium(tmp_path, probe, "--dump-dom")
+    assert not console_lines(run.stderr)
+    order = re.search(r'data-order="([^"]*)"', run.stdout).group(1).split()
+    with open(folder / "report" / "latency.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert order == [r["run_id"] for r in sorted(rows, key=lambda r: float(r["tpot_ms_median"]))]
