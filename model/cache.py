@@ -1,7 +1,9 @@
-"""Preallocated inference state: KV for full-attention layers, conv + recurrent state for linear-attention layers.
+"""Preallocated inference state: KV for full-attention layers, conv + recurrent state for linear-attention
+layers.
 
 Allocated once per batch at its final length (prompt + new tokens), so decode steps have static shapes and no
-allocation. `kv_lens` counts the tokens each sequence has in the cache and is advanced on device (no host sync).
+allocation. `kv_lens` counts the tokens each sequence has in the cache and is advanced on device (no host
+sync). Under tensor parallelism a rank allocates only its heads (the model passes its local counts).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ class Qwen3_5MoeCache:
                 value.append(None)
                 conv.append(torch.zeros(batch, conv_dim, config.linear_conv_kernel_dim - 1, dtype=dtype,
                                         device=device))
-                recurrent.append(torch.zeros(batch, nv, config.linear_key_head_dim, config.linear_value_head_dim,
-                                             dtype=torch.float32, device=device))
+                state_shape = (batch, nv, config.linear_key_head_dim, config.linear_value_head_dim)
+                recurrent.append(torch.zeros(state_shape, dtype=torch.float32, device=device))
         return cls(key, value, conv, recurrent, torch.zeros(batch, dtype=torch.long, device=device), max_len)
 
     @property

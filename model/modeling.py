@@ -1,4 +1,10 @@
-"""Qwen3_5MoeForCausalLM: build from a config + plan, prefill a ragged batch, decode steps, greedy generate."""
+"""Qwen3_5MoeForCausalLM: build from a config + plan, prefill a ragged batch, decode steps, greedy generate.
+
+Under torchrun, `from_pretrained(..., parallel_config={...})` joins the default process group, builds the
+groups of model/parallel.py and loads only this rank's shard. Every rank runs the same `generate` on the same
+prompts and returns the same tokens and logits (the LM head gathers the vocabulary; see model/parallel.py for
+why activations are identical on every rank).
+"""
 
 from __future__ import annotations
 
@@ -9,19 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from model.backend import Capabilities, detect_capabilities
 from model.cache import Qwen3_5MoeCache
 from model.config import PRESETS, Qwen3_5MoeTextConfig, load_config
 from model.layers.decoder import Qwen3_5MoeDecoderLayer
-from model.layers.linear import Slot, linear_weight
+from model.layers.embedding import ParallelLMHead, VocabParallelEmbedding
+from model.layers.linear import Slot
 from model.layers.norm import Qwen3_5MoeRMSNorm
 from model.layers.step import Step
 from model.ops import OpSet, build_ops
 from model.ops.rope import rotary_cos_sin
 from model.optimizations import Plan, resolve_plan
+from model.parallel import LocalSizes, ProcessGroups, build_process_groups, init_distributed, rank_device
 from model.parallel_config import ParallelConfig
 from model.tracing import Scopes
 
@@ -36,23 +43,30 @@ class GenerateOutput:
 
 class Qwen3_5MoeForCausalLM(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, plan: Plan, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", compile_cache_dir: Path | None = None) -> None:
+                 device: torch.device | str = "cpu", compile_cache_dir: Path | None = None,
+                 groups: ProcessGroups | None = None) -> None:
+        """`groups`: this rank's process groups (model.parallel.build_process_groups); None = one device."""
         super().__init__()
         self.config = config
         self.plan = plan
         self.dtype = dtype
         self.device = torch.device(device)
+        self.groups = groups or ProcessGroups()
+        self.sizes = LocalSizes.of(config, self.groups.layout)
         self.ops: OpSet = build_ops(plan)
         self.scopes = Scopes()
         h = config.hidden_size
-        self.embed_tokens = linear_weight(config.vocab_size, h, dtype, device)
-        self.layers = nn.ModuleList(Qwen3_5MoeDecoderLayer(config, i, self.ops, self.scopes, dtype, device)
-                                    for i in range(config.num_hidden_layers))
+        self.embed_tokens = VocabParallelEmbedding(self.sizes.embed_vocab, h, dtype, device,
+                                                   self.sizes.embed_vocab_start, self.groups.embed_tp)
+        self.layers = nn.ModuleList(
+            Qwen3_5MoeDecoderLayer(config, i, self.ops, self.scopes, dtype, device, self.groups)
+            for i in range(config.num_hidden_layers))
         self.norm = Qwen3_5MoeRMSNorm(h, config.rms_norm_eps, self.ops.rms_norm, self.ops.add_rms_norm, dtype,
                                       device)
-        self.lm_head = linear_weight(config.vocab_size, h, dtype, device)
+        self.lm_head = ParallelLMHead(self.sizes.lmhead_vocab, h, dtype, device, self.groups.lmhead_tp)
         rd = config.rotary_dim
-        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, rd, 2, dtype=torch.float32, device=device) / rd))
+        exponents = torch.arange(0, rd, 2, dtype=torch.float32, device=device) / rd
+        inv_freq = 1.0 / (config.rope_theta ** exponents)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.compile_cache_dir = compile_cache_dir
         self._decode_graph: Any = None
@@ -76,6 +90,11 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         """A preset name (dummy random weights) or an HF checkpoint folder (safetensors unless dummy_weights).
 
         `optimizations`: "none", "all" (each toggle requested, inactive where unsupported) or {toggle: bool}.
+        `parallel_config`: the recipe's section ({world_size, attn_tp_size, moe_tp_size, embed_tp_size,
+        lmhead_tp_size, shared_tp_size}). With world_size > 1 the process must be one of world_size ranks
+        started by torchrun: it joins the default process group (initialising it from the torchrun environment
+        with the device's backend when needed), builds the parallel groups (collective: every rank calls
+        from_pretrained with the same arguments) and loads or draws only its own shard.
         """
         from model import weights  # noqa: PLC0415 - weights imports this module's classes
 
@@ -83,12 +102,13 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         parallel = parallel_config if isinstance(parallel_config, ParallelConfig) else \
             ParallelConfig.from_dict(dict(parallel_config or {}))
         parallel.validate(config)
-        if parallel.world_size > 1:
-            raise NotImplementedError("parallel_config with world_size > 1 is not supported yet")
         caps = caps or detect_capabilities(device)
+        layout = init_distributed(parallel, caps.device)
+        groups = build_process_groups(layout, caps.device)
         plan = resolve_plan(optimizations, caps, parallel, config, exe_mode=exe_mode)
-        model = cls(config, plan, dtype=dtype, device=caps.device if device == "auto" else device,
-                    compile_cache_dir=compile_cache_dir)
+        model = cls(config, plan, dtype=dtype, device=rank_device(caps.device if device == "auto" else device,
+                                                                  layout),
+                    compile_cache_dir=compile_cache_dir, groups=groups)
         if dummy_weights is None:
             dummy_weights = str(path_or_preset) in PRESETS
         if dummy_weights:
@@ -104,7 +124,7 @@ class Qwen3_5MoeForCausalLM(nn.Module):
                 module.finalize()
 
     def slots(self) -> dict[str, Slot]:
-        out = {"model.embed_tokens.weight": Slot(self.embed_tokens), "lm_head.weight": Slot(self.lm_head),
+        out = {**self.embed_tokens.slots("model.embed_tokens."), **self.lm_head.slots("lm_head."),
                **self.norm.slots("model.norm.")}
         for i, layer in enumerate(self.layers):
             out.update(layer.slots(f"model.layers.{i}."))
@@ -112,7 +132,11 @@ class Qwen3_5MoeForCausalLM(nn.Module):
 
     # ---- forward -------------------------------------------------------------------------------
     def new_cache(self, batch: int, max_len: int) -> Qwen3_5MoeCache:
-        return Qwen3_5MoeCache.allocate(self.config, batch, max_len, self.dtype, self.device)
+        """State for `batch` sequences of up to `max_len` tokens, with this rank's head counts."""
+        s = self.sizes
+        return Qwen3_5MoeCache.allocate(self.config, batch, max_len, self.dtype, self.device,
+                                        num_kv_heads=s.num_kv_heads, num_v_heads=s.linear_v_heads,
+                                        conv_dim=s.linear_conv_dim)
 
     def _layers(self, hidden: torch.Tensor, step: Step) -> torch.Tensor:
         residual = None
@@ -133,24 +157,25 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         step = Step(prefill=True, seq_lens=seq_lens, start=torch.zeros_like(seq_lens), cos=cos, sin=sin,
                     cache=cache)
         with self.scopes(module="embed"):
-            hidden = F.embedding(input_ids, self.embed_tokens)
+            hidden = self.embed_tokens(input_ids)
         hidden = self._layers(hidden, step)
         if not all_logits:
             hidden = hidden[torch.arange(b, device=hidden.device), seq_lens - 1]
         cache.kv_lens.copy_(seq_lens)
         with self.scopes(module="lm_head"):
-            return F.linear(hidden, self.lm_head).float()
+            return self.lm_head(hidden).float()
 
     def _decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
         start = cache.kv_lens
         cos, sin = rotary_cos_sin(start[:, None], self.inv_freq, self.dtype)
-        step = Step(prefill=False, seq_lens=torch.ones_like(start), start=start, cos=cos, sin=sin, cache=cache)
+        step = Step(prefill=False, seq_lens=torch.ones_like(start), start=start, cos=cos, sin=sin,
+                    cache=cache)
         with self.scopes(module="embed"):
-            hidden = F.embedding(tokens[:, None], self.embed_tokens)
+            hidden = self.embed_tokens(tokens[:, None])
         hidden = self._layers(hidden, step)
         cache.kv_lens.add_(1)
         with self.scopes(module="lm_head"):
-            return F.linear(hidden[:, 0], self.lm_head).float()
+            return self.lm_head(hidden[:, 0]).float()
 
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
@@ -161,7 +186,8 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         return self._decode_graph(tokens, cache)
 
     def reset_graph(self) -> None:
-        """Forget the compiled decode step (the next call compiles again, e.g. to time a warm-cache compile)."""
+        """Forget the compiled decode step (the next call compiles again, e.g. to time a warm-cache
+        compile)."""
         self._decode_graph = None
         torch._dynamo.reset()
 

@@ -50,6 +50,10 @@ class ParallelConfig:
         return cfg
 
     def validate(self, model: Qwen3_5MoeTextConfig | None = None, where: str = "parallel_config") -> None:
+        for name in FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ParallelConfigError(f"{where}.{name}: must be a positive integer, got {value!r}")
         w = self.world_size
         for name in FIELDS[1:]:
             size = getattr(self, name)

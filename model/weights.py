@@ -1,9 +1,13 @@
 """Weights: HF safetensors checkpoints (single file or sharded index) and seeded dummy weights at any size.
 
-Checkpoint keys are normalised to HF's on-disk text-model names (`model.language_model.` prefix stripped; fused
-`experts.gate_up_proj` / `experts.down_proj` expanded to per-expert views) and then copied into the `Slot`s the
-model declares, so merged projections and sharded parameters need no rename table. safetensors only: nothing is
-ever unpickled.
+Checkpoint keys are normalised to HF's on-disk text-model names (`model.language_model.` prefix stripped;
+fused `experts.gate_up_proj` / `experts.down_proj` expanded to per-expert views) and then copied into the
+`Slot`s the model declares, so merged projections and sharded parameters need no rename table. safetensors
+only: nothing is ever unpickled.
+
+Sharding: `model_slots` passes the model's slots through model.parallel.shard_slots, which sets each slot's
+`source` (this rank's block of the checkpoint tensor) and `full_shape` from the declared sharding plan; both
+the checkpoint loader and dummy init read only those, so they agree at every world size.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import torch
 
 from model.config import ConfigError
 from model.layers.linear import Slot
+from model.parallel import held_elsewhere, shard_slots
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,8 @@ def checkpoint_files(folder: Path) -> list[Path]:
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         if any(folder.glob("*.bin")) or any(folder.glob("*.pt")):
-            raise CheckpointError(f"{folder}: only pickle weights (*.bin/*.pt) found; perfbench loads safetensors only")
+            raise CheckpointError(f"{folder}: only pickle weights (*.bin/*.pt) found; perfbench loads "
+                                  f"safetensors only")
         raise CheckpointError(f"{folder}: no *.safetensors weights (use dummy weights to run without them)")
     return files
 
@@ -62,7 +68,8 @@ def _normalise(key: str) -> str | None:
 
 
 def checkpoint_tensors(folder: Path) -> Iterator[tuple[Path, str, torch.Tensor]]:
-    """(file, normalised key, tensor) for every tensor the text model uses; fused experts yield per-expert views."""
+    """(file, normalised key, tensor) for every tensor the text model uses; fused experts yield per-expert
+    views."""
     from safetensors import safe_open  # noqa: PLC0415
 
     for path in checkpoint_files(folder):
@@ -93,32 +100,49 @@ def checkpoint_tensors(folder: Path) -> Iterator[tuple[Path, str, torch.Tensor]]
                         yield path, f"{prefix}{e}.up_proj.weight", up
 
 
-def _expert_key(key: str) -> bool:
-    return ".mlp.experts." in key
+def model_slots(model: torch.nn.Module) -> dict[str, Slot]:
+    """The model's weight slots with this rank's shard set (unchanged at world_size 1)."""
+    groups = getattr(model, "groups", None)
+    slots: dict[str, Slot] = model.slots()  # type: ignore[operator]
+    if groups is None or groups.layout.world_size == 1:
+        return slots
+    return shard_slots(slots, model.config, groups.layout)  # type: ignore[arg-type]
+
+
+def _copy_into(slot: Slot, tensor: torch.Tensor, path: Path, key: str) -> None:
+    expected = slot.full_shape or tuple(slot.shape)
+    if tuple(tensor.shape) != tuple(expected):
+        raise CheckpointError(f"{path}: tensor {key} has shape {list(tensor.shape)}, "
+                              f"expected {list(expected)}")
+    target = slot.param[slot.dest] if slot.dest else slot.param
+    target.copy_((tensor[slot.source] if slot.source else tensor).to(target.dtype))
 
 
 @torch.no_grad()
 def load_checkpoint(model: torch.nn.Module, folder: Path) -> None:
-    """Copy every tensor into its slot; shape mismatches and missing tensors raise with file and tensor named."""
-    slots: dict[str, Slot] = model.slots()  # type: ignore[operator]
+    """Copy every tensor (this rank's block of it) into its slot; shape mismatches and missing tensors raise
+    with file and tensor named."""
+    slots = model_slots(model)
+    config = model.config  # type: ignore[union-attr]
+    layout = model.groups.layout if hasattr(model, "groups") else None  # type: ignore[union-attr]
+    tied = bool(getattr(config, "tie_word_embeddings", False))
     filled: set[str] = set()
     unexpected: list[str] = []
+    embed: tuple[Path, torch.Tensor] | None = None
     for path, key, tensor in checkpoint_tensors(folder):
+        if tied and key == "model.embed_tokens.weight":
+            embed = (path, tensor)
         slot = slots.get(key)
         if slot is None:
             # experts owned by other EP ranks are expected to be absent from this rank's slots
-            if not _expert_key(key):
+            if layout is None or not held_elsewhere(key, config, layout):
                 unexpected.append(key)
             continue
-        src = tensor[slot.source] if slot.source else tensor
-        target = slot.param[slot.dest] if slot.dest else slot.param
-        if tuple(src.shape) != tuple(target.shape):
-            raise CheckpointError(f"{path}: tensor {key} has shape {list(tensor.shape)}, "
-                                  f"expected {list(target.shape)}")
-        target.copy_(src.to(target.dtype))
+        _copy_into(slot, tensor, path, key)
         filled.add(key)
-    if "lm_head.weight" not in filled and getattr(model.config, "tie_word_embeddings", False):
-        model.lm_head.copy_(model.embed_tokens)  # type: ignore[union-attr,operator]
+    if "lm_head.weight" not in filled and tied and embed is not None:
+        # the head's own shard of the embedding matrix (embed_tp and lmhead_tp may split it differently)
+        _copy_into(slots["lm_head.weight"], embed[1], embed[0], "model.embed_tokens.weight")
         filled.add("lm_head.weight")
     missing = sorted(set(slots) - filled)
     if missing:
@@ -150,7 +174,7 @@ def init_dummy(model: torch.nn.Module, seed: int = 0) -> None:
     tensors a process holds: a tensor-parallel shard is exactly the slice of the single-device tensor.
     """
     std = model.config.initializer_range  # type: ignore[union-attr]
-    for key, slot in model.slots().items():  # type: ignore[operator]
+    for key, slot in model_slots(model).items():
         target = slot.param[slot.dest] if slot.dest else slot.param
         if not math.prod(target.shape):
             continue
@@ -159,4 +183,5 @@ def init_dummy(model: torch.nn.Module, seed: int = 0) -> None:
         target.copy_((full[slot.source] if slot.source else full).to(target.dtype))
 
 
-__all__ = ["CheckpointError", "ConfigError", "checkpoint_files", "init_dummy", "load_checkpoint"]
+__all__ = ["CheckpointError", "ConfigError", "checkpoint_files", "init_dummy", "load_checkpoint",
+           "model_slots"]

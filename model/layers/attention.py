@@ -1,8 +1,13 @@
-"""Gated full attention (every `full_attention_interval`-th layer): q/k norm, partial RoPE, output gate."""
+"""Gated full attention (every `full_attention_interval`-th layer): q/k norm, partial RoPE, output gate.
+
+Tensor parallel over attn_tp: a rank holds num_heads / tp query heads and max(kv_heads / tp, 1) KV heads (KV
+heads are replicated when tp > kv heads); o_proj is row parallel, summed over the group by the plan's op.
+"""
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from model.config import Qwen3_5MoeTextConfig
@@ -14,7 +19,8 @@ from model.ops import OpSet
 
 class Qwen3_5MoeAttention(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, layer_idx: int, ops: OpSet, dtype: torch.dtype,
-                 device: torch.device | str, num_heads: int | None = None, num_kv_heads: int | None = None) -> None:
+                 device: torch.device | str, num_heads: int | None = None, num_kv_heads: int | None = None,
+                 tp_group: dist.ProcessGroup | None = None) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.head_dim = config.head_dim
@@ -22,6 +28,7 @@ class Qwen3_5MoeAttention(nn.Module):
         self.num_kv_heads = num_kv_heads or config.num_key_value_heads
         self.scale = config.head_dim ** -0.5
         self.ops = ops
+        self.tp_group = tp_group
         d = self.head_dim
         # q_proj carries a gate per head: rows per head h are [q_h (D) | gate_h (D)] (HF layout).
         self.qkv = ops.projections(config.hidden_size, {"q_proj": self.num_heads * 2 * d,
@@ -49,7 +56,8 @@ class Qwen3_5MoeAttention(nn.Module):
         else:
             out = self.ops.attention_decode(q, k_cache, v_cache, step.start + 1, self.scale)
         out = out.reshape(b, t, self.num_heads * d) * torch.sigmoid(gate.reshape(b, t, self.num_heads * d))
-        return nn.functional.linear(out, self.o_proj)
+        row_parallel = self.ops.row_parallel_prefill if step.prefill else self.ops.row_parallel_decode
+        return row_parallel(out, self.o_proj, self.tp_group)
 
     def slots(self, prefix: str) -> dict[str, Slot]:
         return {**self.qkv.slots(prefix), f"{prefix}o_proj.weight": Slot(self.o_proj),

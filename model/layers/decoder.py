@@ -1,4 +1,5 @@
-"""One decoder layer: norm -> mixer (GDN or gated attention) -> add+norm -> MoE, residual threaded between layers.
+"""One decoder layer: norm -> mixer (GDN or gated attention) -> add+norm -> MoE, residual threaded between
+layers.
 
 The residual add of a layer's MoE output is fused into the next layer's input norm (add_rms_norm), as the
 recipe does, so a layer takes and returns (hidden, residual).
@@ -17,27 +18,33 @@ from model.layers.moe import Qwen3_5MoeSparseMoeBlock
 from model.layers.norm import Qwen3_5MoeRMSNorm
 from model.layers.step import Step
 from model.ops import OpSet
+from model.parallel import LocalSizes, ProcessGroups
 from model.tracing import Scopes
 
 
 class Qwen3_5MoeDecoderLayer(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, layer_idx: int, ops: OpSet, scopes: Scopes,
-                 dtype: torch.dtype, device: torch.device | str) -> None:
+                 dtype: torch.dtype, device: torch.device | str, groups: ProcessGroups | None = None) -> None:
         super().__init__()
+        groups = groups or ProcessGroups()
+        sizes = LocalSizes.of(config, groups.layout)
         self.layer_idx = layer_idx
         self.layer_type = config.layer_types[layer_idx]
         self.scopes = scopes
         eps = config.rms_norm_eps
         h = config.hidden_size
-        self.input_layernorm = Qwen3_5MoeRMSNorm(h, eps, ops.rms_norm, ops.add_rms_norm, dtype, device)
-        self.post_attention_layernorm = Qwen3_5MoeRMSNorm(h, eps, ops.rms_norm, ops.add_rms_norm, dtype, device)
+        norm_ops = (ops.rms_norm, ops.add_rms_norm)
+        self.input_layernorm = Qwen3_5MoeRMSNorm(h, eps, *norm_ops, dtype, device)
+        self.post_attention_layernorm = Qwen3_5MoeRMSNorm(h, eps, *norm_ops, dtype, device)
         if self.layer_type == "full_attention":
-            self.mixer: nn.Module = Qwen3_5MoeAttention(config, layer_idx, ops, dtype, device)
+            self.mixer: nn.Module = Qwen3_5MoeAttention(config, layer_idx, ops, dtype, device,
+                                                        sizes.num_heads, sizes.num_kv_heads, groups.attn_tp)
             self.mixer_name, self.mixer_module = "self_attn", "attn"
         else:
-            self.mixer = Qwen3_5MoeGatedDeltaNet(config, layer_idx, ops, dtype, device)
+            self.mixer = Qwen3_5MoeGatedDeltaNet(config, layer_idx, ops, dtype, device, sizes.linear_k_heads,
+                                                 sizes.linear_v_heads, groups.attn_tp)
             self.mixer_name, self.mixer_module = "linear_attn", "gdn"
-        self.mlp = Qwen3_5MoeSparseMoeBlock(config, ops, dtype, device)
+        self.mlp = Qwen3_5MoeSparseMoeBlock(config, ops, dtype, device, groups)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor | None,
                 step: Step) -> tuple[torch.Tensor, torch.Tensor]:

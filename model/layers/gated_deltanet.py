@@ -2,11 +2,16 @@
 
 in_proj -> causal depthwise conv (+SiLU, with state) -> q/k L2 norm, beta, log-decay g -> gated delta rule
 (chunked or token recurrence in prefill, one recurrent step in decode) -> gated RMSNorm -> out_proj.
+
+Tensor parallel over attn_tp: a rank holds linear_num_key_heads / tp key heads and linear_num_value_heads / tp
+value heads (v-head j still reads k-head j // (Hv / Hk) locally), the matching conv channels of each of q, k
+and v, and out_proj's input block (row parallel, summed over the group by the plan's op).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
@@ -17,17 +22,20 @@ from model.ops import OpSet
 
 
 def l2_normalize(x: torch.Tensor) -> torch.Tensor:
-    """x * rsqrt(sum(x^2) + 1e-6) in fp32, as HF's use_qk_l2norm_in_kernel (not F.normalize's max-eps form)."""
+    """x * rsqrt(sum(x^2) + 1e-6) in fp32, as HF's use_qk_l2norm_in_kernel (not F.normalize's max-eps
+    form)."""
     x = x.float()
     return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + 1e-6)
 
 
 class Qwen3_5MoeGatedDeltaNet(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, layer_idx: int, ops: OpSet, dtype: torch.dtype,
-                 device: torch.device | str, num_k_heads: int | None = None, num_v_heads: int | None = None) -> None:
+                 device: torch.device | str, num_k_heads: int | None = None, num_v_heads: int | None = None,
+                 tp_group: dist.ProcessGroup | None = None) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.ops = ops
+        self.tp_group = tp_group
         self.num_k_heads = num_k_heads or config.linear_num_key_heads
         self.num_v_heads = num_v_heads or config.linear_num_value_heads
         self.head_k_dim = config.linear_key_head_dim
@@ -43,12 +51,13 @@ class Qwen3_5MoeGatedDeltaNet(nn.Module):
                                                             "in_proj_z": self.value_dim,
                                                             "in_proj_b": self.num_v_heads,
                                                             "in_proj_a": self.num_v_heads}, dtype, device)
-        self.conv_weight = nn.Parameter(torch.empty(self.conv_dim, 1, self.kernel, dtype=dtype, device=device),
-                                        requires_grad=False)
-        self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads, dtype=dtype, device=device), requires_grad=False)
-        self.A_log = nn.Parameter(torch.zeros(self.num_v_heads, dtype=dtype, device=device), requires_grad=False)
-        self.norm_weight = nn.Parameter(torch.ones(self.head_v_dim, dtype=dtype, device=device),
-                                        requires_grad=False)
+        def param(*shape: int) -> nn.Parameter:
+            return nn.Parameter(torch.empty(shape, dtype=dtype, device=device), requires_grad=False)
+
+        self.conv_weight = param(self.conv_dim, 1, self.kernel)
+        self.dt_bias = param(self.num_v_heads)
+        self.A_log = param(self.num_v_heads)
+        self.norm_weight = param(self.head_v_dim)
         self.out_proj = linear_weight(config.hidden_size, self.value_dim, dtype, device)
 
     def forward(self, x: torch.Tensor, step: Step) -> torch.Tensor:
@@ -72,11 +81,13 @@ class Qwen3_5MoeGatedDeltaNet(nn.Module):
         else:
             out = self.ops.gdr_decode(q[:, 0], k[:, 0], v[:, 0], g[:, 0], beta[:, 0], self.scale, state)
             out = out.unsqueeze(1)
-        out = self.ops.gated_rms_norm(out, z.reshape(b, t, self.num_v_heads, self.head_v_dim), self.norm_weight,
-                                      self.eps)
-        return F.linear(out.reshape(b, t, self.value_dim), self.out_proj)
+        z = z.reshape(b, t, self.num_v_heads, self.head_v_dim)
+        out = self.ops.gated_rms_norm(out, z, self.norm_weight, self.eps)
+        row_parallel = self.ops.row_parallel_prefill if step.prefill else self.ops.row_parallel_decode
+        return row_parallel(out.reshape(b, t, self.value_dim), self.out_proj, self.tp_group)
 
-    def _conv_prefill(self, qkv: torch.Tensor, seq_lens: torch.Tensor, conv_state: torch.Tensor) -> torch.Tensor:
+    def _conv_prefill(self, qkv: torch.Tensor, seq_lens: torch.Tensor,
+                      conv_state: torch.Tensor) -> torch.Tensor:
         """Causal depthwise conv over each right-padded prompt; keeps the last K-1 inputs of each as state."""
         x = F.pad(qkv.transpose(1, 2), (self.kernel - 1, 0))  # [B, C, K-1+T]
         # prompt b's last K-1 inputs sit at padded indices [len_b, len_b + K-2]
@@ -94,4 +105,5 @@ class Qwen3_5MoeGatedDeltaNet(nn.Module):
     def slots(self, prefix: str) -> dict[str, Slot]:
         return {**self.in_proj.slots(prefix), f"{prefix}conv1d.weight": Slot(self.conv_weight),
                 f"{prefix}dt_bias": Slot(self.dt_bias), f"{prefix}A_log": Slot(self.A_log),
-                f"{prefix}norm.weight": Slot(self.norm_weight), f"{prefix}out_proj.weight": Slot(self.out_proj)}
+                f"{prefix}norm.weight": Slot(self.norm_weight),
+                f"{prefix}out_proj.weight": Slot(self.out_proj)}

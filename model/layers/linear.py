@@ -1,4 +1,5 @@
-"""Bias-free projections of one input, merged into one GEMM or kept separate, and the weight slots loading uses.
+"""Bias-free projections of one input, merged into one GEMM or kept separate, and the weight slots loading
+uses.
 
 `merged_projections` is structural: the plan hands layers a `Projections` factory with `merged` fixed, and the
 layer calls it the same way either way. A `Slot` tells the loader where a checkpoint tensor lands.
@@ -15,7 +16,8 @@ from torch import nn
 
 @dataclass(frozen=True)
 class Slot:
-    """Checkpoint tensor -> `param[dest]` (after taking `source` of the checkpoint tensor, e.g. a TP shard)."""
+    """Checkpoint tensor -> `param[dest]`, after taking `source` of the checkpoint tensor (a TP block; set by
+    model.parallel.shard_slots, never by a layer)."""
 
     param: torch.Tensor
     dest: tuple = ()
@@ -72,4 +74,5 @@ class Projections(nn.Module):
 
 def linear_weight(out_features: int, in_features: int, dtype: torch.dtype,
                   device: torch.device | str) -> nn.Parameter:
-    return nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device), requires_grad=False)
+    return nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device),
+                        requires_grad=False)

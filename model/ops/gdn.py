@@ -1,5 +1,5 @@
-"""Gated delta rule (the Qwen3.5 Gated DeltaNet core): token recurrence reference, chunked CPU path, fla on CUDA,
-torch_npu on Ascend.
+"""Gated delta rule (the Qwen3.5 Gated DeltaNet core): token-recurrence reference, chunked CPU path, fla on
+CUDA, torch_npu on Ascend.
 
 Per v-head, with state S [Dk, Dv] (our layout, the HF/FLA one) and log-decay g_t <= 0, beta_t in (0, 1):
 
@@ -7,9 +7,10 @@ Per v-head, with state S [Dk, Dv] (our layout, the HF/FLA one) and log-decay g_t
     S  += k_t (outer) (beta_t * (v_t - k_t^T S))    # delta-rule write
     o_t = scale * q_t^T S
 
-q and k arrive L2-normalised (x * rsqrt(sum(x^2) + 1e-6), as HF) and unscaled; `scale` (Dk**-0.5) is explicit.
-v-head j reads k-head j // (Hv // Hk) (repeat_interleave semantics). States are fp32 [B, Hv, Dk, Dv] everywhere
-in perfbench; the NPU wrappers convert to and from the NPU layout (B, Nv, Dv, Dk) bf16 (npu_ops.md 1.4).
+q and k arrive L2-normalised (x * rsqrt(sum(x^2) + 1e-6), as HF) and unscaled; `scale` (Dk**-0.5) is
+explicit. v-head j reads k-head j // (Hv // Hk) (repeat_interleave semantics). States are fp32 [B, Hv, Dk, Dv]
+everywhere in perfbench; the NPU wrappers convert to and from the NPU layout (B, Nv, Dv, Dk) bf16
+(npu_ops.md 1.4).
 
 Shape letters: B batch, T tokens, Hk key heads, Hv value heads, Dk key dim, Dv value dim.
 Batches are right-padded; `seq_lens` [B] gives the valid length of each row (None = all T).
@@ -58,7 +59,7 @@ def gdr_prefill_ref(
         g: [B, T, Hv] log-decay (<= 0). beta: [B, T, Hv] in (0, 1).
         scale: multiplies q (Dk**-0.5 for Qwen3.5).
         initial_state: [B, Hv, Dk, Dv] or None (zeros).
-        seq_lens: [B] int valid lengths or None (all T). Positions t >= seq_lens[b] leave batch b's state as is.
+        seq_lens: [B] int valid lengths or None (all T). Positions t >= seq_lens[b] leave row b's state as is.
 
     Returns:
         o: [B, T, Hv, Dv] in v.dtype (values at padded positions are unspecified but finite).
@@ -86,7 +87,9 @@ def gdr_prefill_ref(
     return o.to(v.dtype), S
 
 
-def gdr_decode_ref(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, state: Tensor) -> Tensor:
+def gdr_decode_ref(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, state: Tensor
+) -> Tensor:
     """One decode token of the gated delta rule; `state` is updated in place.
 
     Used for decode on CPU and CUDA in both plans (`chunk_gdr` only affects prefill), so it is kept to a few
@@ -177,41 +180,43 @@ def gdr_prefill_cpu(
     gc, bc = chunked(gf, (Hk, r)), chunked(bf, (Hk, r))                 # [B, Hk, r, Nc, C]
 
     G = gc.cumsum(-1)
-    # e^(G_i - G_j) on and below the diagonal, 0 above; masking before exp keeps the (positive) upper
-    # differences from overflowing into inf * 0 = nan.
-    causal = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
-    decay = (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()
     eG = G.exp()
+    # Decay and score matrices are built transposed ([.., j, i]) and used through .mT views: the transposed
+    # A is then already in the column-major layout LAPACK's triangular solve wants (no copy of the C x C
+    # blocks), and bmm takes the transposed operand for free. Masking before exp keeps the (positive)
+    # differences above the causal triangle from overflowing into inf * 0 = nan.
+    anti_causal = torch.ones(C, C, dtype=torch.bool, device=dev).tril_(-1)
+    decay_t = (G[..., None, :] - G[..., :, None]).masked_fill_(anti_causal, float("-inf")).exp_()
+    # A[i, j] = beta_i e^(G_i - G_j) (k_i . k_j); only its strict lower triangle is read (unitriangular).
+    A = (kc @ kc.mT * decay_t).mul_(bc[..., None, :]).mT
+    P = ((kc @ qc.mT).mul_(scale) * decay_t).mT                         # [B, Hk, r, Nc, C, C]
+    rhs = torch.empty(*bc.shape, Dk + Dv, device=dev)
+    torch.mul((bc * eG)[..., None], kc, out=rhs[..., :Dk])
+    torch.mul(bc[..., None], vc, out=rhs[..., Dk:])
+    WU = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True)   # [W | U']
+
+    # Flatten (B, Hk, r, Nc) into one batch dim X; X = (B*Hv, Nc) in that order.
+    X = B * Hv * Nc
+    WU, P = WU.reshape(X, C, Dk + Dv), P.reshape(X, C, C)
+    Qg = ((scale * eG)[..., None] * qc).reshape(X, C, Dk)
     G_last = G[..., -1:]
+    Kd = ((G_last - G).exp()[..., None] * kc).reshape(X, C, Dk)
+    PWU = torch.bmm(P, WU)
+    Gq = Qg - PWU[..., :Dk]                                             # output read-out of S0: [X, C, Dk]
+    KdWU = torch.bmm(Kd.mT, WU)
+    M = torch.diag_embed(G_last.exp().reshape(X, 1).expand(X, Dk)) - KdWU[..., :Dk]   # transition [X, Dk, Dk]
+    M, N = M.view(B * Hv, Nc, Dk, Dk), KdWU[..., Dk:].view(B * Hv, Nc, Dk, Dv)       # write [.., Dk, Dv]
 
-    # Intra-chunk UT transform: solve_triangular reads only the strict lower triangle of A (unitriangular).
-    A = bc[..., :, None] * (kc @ kc.transpose(-1, -2)) * decay
-    rhs = torch.cat(((bc * eG)[..., None] * kc, bc[..., None] * vc), dim=-1)
-    WU = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True)
-    W, U = WU.split((Dk, Dv), dim=-1)                                   # [.., C, Dk], [.., C, Dv]
-
-    P = scale * (qc @ kc.transpose(-1, -2)) * decay                     # [B, Hk, r, Nc, C, C]
-    Gq = (scale * eG)[..., None] * qc - P @ W                           # output read-out of S0: [.., C, Dk]
-    O_local = P @ U                                                     # [.., C, Dv]
-    Kd = (G_last - G).exp()[..., None] * kc                              # [.., C, Dk]
-    eye = torch.eye(Dk, device=dev)
-    M = G_last.exp()[..., None] * eye - Kd.transpose(-1, -2) @ W        # chunk transition [.., Dk, Dk]
-    N = Kd.transpose(-1, -2) @ U                                        # chunk write [.., Dk, Dv]
-
-    # Inter-chunk recurrence, chunk-major so each step works on contiguous [B*Hv, ...] slices.
-    BH = B * Hv
-    M = M.movedim(3, 0).reshape(Nc, BH, Dk, Dk)
-    N = N.movedim(3, 0).reshape(Nc, BH, Dk, Dv)
-    S = (torch.zeros(BH, Dk, Dv, device=dev) if initial_state is None
-         else initial_state.float().reshape(BH, Dk, Dv))
-    starts = torch.empty(Nc, BH, Dk, Dv, device=dev)
+    # Inter-chunk recurrence: one baddbmm per chunk.
+    S = (torch.zeros(B * Hv, Dk, Dv, device=dev) if initial_state is None
+         else initial_state.float().reshape(B * Hv, Dk, Dv))
+    starts = torch.empty(B * Hv, Nc, Dk, Dv, device=dev)
     for c in range(Nc):
-        starts[c] = S
-        S = torch.baddbmm(N[c], M[c], S)
+        starts[:, c] = S
+        S = torch.baddbmm(N[:, c], M[:, c], S)
 
-    starts = starts.view(Nc, B, Hk, r, Dk, Dv).movedim(0, 3)            # [B, Hk, r, Nc, Dk, Dv]
-    o = O_local + Gq @ starts                                           # [B, Hk, r, Nc, C, Dv]
-    o = o.reshape(B, Hv, Nc * C, Dv)[:, :, :T].transpose(1, 2)
+    o = torch.baddbmm(PWU[..., Dk:], Gq, starts.view(X, Dk, Dv))       # [X, C, Dv]
+    o = o.view(B, Hv, Nc * C, Dv)[:, :, :T].transpose(1, 2)
     return o.to(v.dtype), S.reshape(B, Hv, Dk, Dv)
 
 
@@ -261,9 +266,11 @@ def gdr_prefill_cuda(
 # ----------------------------------------------------------------------------------------------------
 
 
-def _gdr_steps_vk(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, S: Tensor) -> tuple[Tensor, Tensor]:
-    """Token steps of one sequence in the NPU layout: q, k [L, Nv, Dk] (already per v-head and scaled), v [L, Nv, Dv],
-    g, beta [L, Nv], S [Nv, Dv, Dk], all fp32. Returns (o [L, Nv, Dv], S)."""
+def _gdr_steps_vk(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, S: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Token steps of one sequence in the NPU layout: q, k [L, Nv, Dk] (per v-head, q already scaled),
+    v [L, Nv, Dv], g, beta [L, Nv], S [Nv, Dv, Dk], all fp32. Returns (o [L, Nv, Dv], S)."""
     o = torch.empty(v.shape, dtype=torch.float32, device=v.device)
     for t in range(v.shape[0]):
         S = S * g[t].exp()[:, None, None]
@@ -337,7 +344,8 @@ def recurrent_gated_delta_rule_ref(
         out (T, Nv, Dv) in value.dtype.
     """
     if gk is not None:
-        raise ValueError("recurrent_gated_delta_rule_ref models `gk=None` only (Qwen3.5 has no per-key decay)")
+        raise ValueError("recurrent_gated_delta_rule_ref models `gk=None` only (Qwen3.5 has no per-key "
+                         "decay)")
     r = value.shape[1] // query.shape[1]
     qf = query.float().repeat_interleave(r, dim=1) * scale
     kf = key.float().repeat_interleave(r, dim=1)
@@ -400,9 +408,10 @@ def _gdr_decode_bnvd(
 ) -> Tensor:
     """Call `recurrent_op` with npu_recurrent_gated_delta_rule's decode arguments, one token per row.
 
-    NOTE: our fp32 [B, Hv, Dk, Dv] state is converted to a bf16 (B, Nv, Dv, Dk) copy and written back after the
-    op: two extra passes over the state per GDN layer per step (read 4 B + write 2 B, read 2 B + write 4 B per
-    element, about 3x the op's own state traffic), and the state is rounded to bf16 each step as in the recipe.
+    NOTE: our fp32 [B, Hv, Dk, Dv] state is converted to a bf16 (B, Nv, Dv, Dk) copy and written back after
+    the op: two extra passes over the state per GDN layer per step (read 4 B + write 2 B, then read 2 B +
+    write 4 B per element, about 3x the op's own state traffic), and the state is rounded to bf16 each step,
+    as in the recipe.
     A deployment keeps the state in the NPU layout; perfbench keeps one layout so plans stay comparable.
     """
     B = q.shape[0]
@@ -435,10 +444,13 @@ def gdr_prefill_npu(
     """
     import torch_npu
 
-    return _gdr_prefill_tnd(q, k, v, g, beta, scale, initial_state, seq_lens, torch_npu.npu_chunk_gated_delta_rule)
+    return _gdr_prefill_tnd(q, k, v, g, beta, scale, initial_state, seq_lens,
+                            torch_npu.npu_chunk_gated_delta_rule)
 
 
-def gdr_decode_npu(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, state: Tensor) -> Tensor:
+def gdr_decode_npu(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, state: Tensor
+) -> Tensor:
     """torch_npu.npu_recurrent_gated_delta_rule (npu_ops.md 2.7); same contract as `gdr_decode_ref`.
 
     bf16 inputs and state (see `_gdr_decode_bnvd` for the cost of keeping our fp32 state in sync).
