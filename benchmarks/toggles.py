@@ -47,7 +47,8 @@ def op_rows(reps: int) -> list[list[str]]:
     gg = -torch.rand(1, t, hv, generator=g) * 0.5
     beta = torch.rand(1, t, hv, generator=g)
     lens = torch.tensor([t])
-    add("chunk_gdr", f"op: gated delta rule prefill T={t}", lambda: gdn.GDR_PREFILL["ref"](q, k, v, gg, beta, dk ** -0.5, None, lens),
+    add("chunk_gdr", f"op: gated delta rule prefill T={t}",
+        lambda: gdn.GDR_PREFILL["ref"](q, k, v, gg, beta, dk ** -0.5, None, lens),
         lambda: gdn.GDR_PREFILL["cpu"](q, k, v, gg, beta, dk ** -0.5, None, lens), 10.0)
 
     # fused_attention: causal prefill attention at 2048 tokens
@@ -77,9 +78,25 @@ def op_rows(reps: int) -> list[list[str]]:
         cos, sin = rope.rotary_cos_sin(torch.arange(tt)[None], inv, torch.float32)
         rq = torch.randn(1, tt, nq, d, generator=g)
         rk = torch.randn(1, tt, nkv, d, generator=g)
-        add("fused_rope", f"op: apply_rope T={tt}", lambda rq=rq, rk=rk, c=cos, s=sin: rope.APPLY_ROPE["ref"](rq, rk, c, s),
+        add("fused_rope", f"op: apply_rope T={tt}",
+            lambda rq=rq, rk=rk, c=cos, s=sin: rope.APPLY_ROPE["ref"](rq, rk, c, s),
             lambda rq=rq, rk=rk, c=cos, s=sin: rope.APPLY_ROPE["cpu"](rq, rk, c, s), None)
     return rows
+
+
+def model_calls(toggles: dict[str, bool], prompt: torch.Tensor, lens: torch.Tensor):  # noqa: ANN201
+    """(prefill, decode one step) closures over a fresh tiny model with these toggles."""
+    model = Qwen3_5MoeForCausalLM.from_pretrained("tiny", optimizations=toggles)
+    cache = model.new_cache(1, prompt.shape[1] + 64)
+    token = torch.zeros(1, dtype=torch.long)
+
+    def prefill() -> None:
+        cache.reset()
+        model.prefill(prompt, lens, cache)
+
+    def decode() -> None:
+        model.decode_step(token, cache)
+    return prefill, decode
 
 
 def model_rows(reps: int, skip_graph: bool) -> list[list[str]]:
@@ -93,22 +110,12 @@ def model_rows(reps: int, skip_graph: bool) -> list[list[str]]:
             continue
         # graph_mode is measured on top of the best eager plan; the others on top of all-off
         base = {**best, "graph_mode": False} if toggle == "graph_mode" else dict.fromkeys(TOGGLE_NAMES, False)
-        models = {state: Qwen3_5MoeForCausalLM.from_pretrained("tiny", optimizations={**base, toggle: state == "on"})
-                  for state in ("off", "on")}
-        caches = {s: m.new_cache(1, 512 + 64) for s, m in models.items()}
-
-        def prefill(s: str) -> None:
-            caches[s].reset()
-            models[s].prefill(prompt, lens, caches[s])
-
-        def decode(s: str) -> None:
-            models[s].decode_step(torch.zeros(1, dtype=torch.long), caches[s])
-
-        for s in models:
-            prefill(s)
-            decode(s)  # the first decode call compiles under graph_mode
-        ttft = interleaved({s: (lambda s=s: prefill(s)) for s in models}, reps=reps)
-        steps = interleaved({s: (lambda s=s: decode(s)) for s in models}, reps=max(reps, 20))
+        calls = {state: model_calls({**base, toggle: state == "on"}, prompt, lens) for state in ("off", "on")}
+        for prefill, decode in calls.values():
+            prefill()
+            decode()  # the first decode call compiles under graph_mode
+        ttft = interleaved({s: c[0] for s, c in calls.items()}, reps=reps)
+        steps = interleaved({s: c[1] for s, c in calls.items()}, reps=max(reps, 20))
         for label, samples in (("model: TTFT 512 tokens", ttft), ("model: decode step (B=1, ~520 cached)", steps)):
             off, on = median_ms(samples["off"]), median_ms(samples["on"])
             target = 2.5 if toggle == "graph_mode" and label.startswith("model: decode") else None

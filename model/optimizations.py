@@ -79,6 +79,14 @@ def _static_moe(ctx: PlanContext) -> str:
     return "" if ctx.requested.get("grouped_moe") else "needs grouped_moe (the expert loop syncs with the host)"
 
 
+def _no_ep_graph_off_npu(ctx: PlanContext) -> str:
+    # Double routing syncs split sizes to the host and the static exchange compacts rows by a mask: both have
+    # data-dependent shapes that inductor cannot capture in one static graph (torchair captures the NPU ops).
+    if ctx.caps.device != "npu" and ctx.parallel.moe_ep_size > 1:
+        return f"needs moe_ep_size == 1 on {ctx.caps.device} (EP exchanges have data-dependent shapes)"
+    return ""
+
+
 def _chunk_gdr_platform(ctx: PlanContext) -> str:
     # The recipe keeps the torch path on 950 (npu_recipe.md 2.1).
     if ctx.caps.device == "npu" and ctx.caps.npu_platform == "950":
@@ -119,14 +127,14 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("graph_mode", "eager decode step", ("decode",),
                    {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
                     "cpu": "torch.compile (inductor, static shapes)"},
-                   requires=(_static_moe, _torchair_for_graph)),
+                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph)),
         ToggleSpec("merged_projections", "separate q/k/v, in_proj_qkv/z/b/a, gate/up, router/shared-gate GEMMs",
                    ("prefill", "decode"),
                    {"npu": "merged GEMMs", "cuda": "merged GEMMs", "cpu": "merged GEMMs"}),
         ToggleSpec("grouped_moe", "python loop over experts", ("prefill", "decode"),
                    {"npu": "npu_moe_init_routing_v2 + npu_grouped_matmul + npu_swiglu + finalize_routing",
                     "cuda": "sorted grouped matmul (prefill) / gathered-weight bmm (decode)",
-                    "cpu": "sorted grouped matmul (prefill) / gathered-weight bmm (decode)"},
+                    "cpu": "sorted grouped matmul (prefill, eager decode) / fused gather-reduce (graph decode)"},
                    npu_ops=("npu_grouped_matmul", "npu_swiglu", "npu_moe_init_routing_v2",
                             "npu_moe_finalize_routing")),
     )

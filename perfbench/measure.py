@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import hashlib
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -106,7 +108,31 @@ def build_model(spec: RunSpec, caps: Capabilities, toggles: dict[str, bool] | st
         seed=spec.seed, exe_mode=spec.exe_mode, caps=caps, compile_cache_dir=compile_cache_dir)
 
 
-def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload) -> torch.Tensor:
+def reference_key(spec: RunSpec) -> str:
+    """Runs that share weights and workload share the all-off reference logits."""
+    parts = (spec.model, spec.num_layers, spec.with_ckpt, spec.seed, spec.dtype, spec.device, spec.batch_size,
+             spec.input_len, spec.output_len, spec.ragged, sorted(spec.parallel.items()))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> torch.Tensor:
+    """The all-off model's logits for this workload, computed once per sweep (kept as safetensors beside the
+    runs, so later runs of the same shape load them instead of decoding the slow unfused model again)."""
+    from safetensors.torch import load_file, save_file  # noqa: PLC0415
+
+    path = cache_dir / f"{reference_key(spec)}.safetensors" if cache_dir is not None else None
+    if path is not None and path.is_file():
+        return load_file(str(path))["logits"]
+    logits = _decode_reference(spec, caps, workload)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        save_file({"logits": logits.contiguous()}, str(tmp))
+        tmp.replace(path)
+    return logits
+
+
+def _decode_reference(spec: RunSpec, caps: Capabilities, workload: Workload) -> torch.Tensor:
     model = build_model(spec, caps, "none")
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
@@ -141,7 +167,9 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     reference = None
     if spec.numerics_check:
         vocab = load_config(spec.model, spec.num_layers).vocab_size
-        reference = reference_logits(spec, caps, make_workload(spec, vocab))
+        # every rank must decode the reference (collectives), so only single-process runs share a cached one
+        shared = run_dir.parent.parent / "reference" if spec.world_size == 1 else None
+        reference = reference_logits(spec, caps, make_workload(spec, vocab), shared)
     if caps.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     cache_dir = run_dir / "compile_cache" if spec.enable_cache_compile else None
@@ -196,13 +224,18 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
     from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
 
-    trace_dir = run_dir / "trace"
+    rank = int(os.environ.get("RANK", "0"))
+    # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
+    # rank 0 turns its trace into the run's tables
+    trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
     layer_scopes = not model.plan.on("graph_mode")
     try:
         with capture_trace(model.device.type, trace_dir) as capture:
             with model.scopes.enable() if layer_scopes else _null():
                 run_iteration(model, ids, seq_lens, cache, workload.output_len, annotate=True)
+        if rank != 0:
+            return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
         tables = write_tables(events, run_dir / "tables")
         counts = op_counts_per_decode_step(events)

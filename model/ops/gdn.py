@@ -18,6 +18,7 @@ Batches are right-padded; `seq_lens` [B] gives the valid length of each row (Non
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -25,6 +26,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 CHUNK_SIZE = 64
+# Decay factors below e^LOG_DECAY_FLOOR are flushed to exactly 0 in the chunked path (see `_decay_exp_`).
+LOG_DECAY_FLOOR = -30.0
+_DECAY_FLUSH = math.exp(LOG_DECAY_FLOOR) * 1.001  # exp(floor) as computed in fp32, with margin
+# C x C entries per slab of chunks in `gdr_prefill_cpu` (1 MiB per fp32 C x C tensor; 2^17..2^19 measured
+# within 10% of each other here, 2^20 slower from cache misses).
+SLAB_ELEMS = 1 << 18
 
 
 def _valid_mask(seq_lens: Tensor | None, B: int, T: int, device: torch.device) -> Tensor | None:
@@ -128,6 +135,21 @@ def gdr_decode_ref(
 # ----------------------------------------------------------------------------------------------------
 
 
+def _decay_exp_(log_decay: Tensor) -> Tensor:
+    """exp of log-decays (<= 0, or -inf) in place, with values below e^LOG_DECAY_FLOOR flushed to exactly 0.
+
+    NOTE: within a chunk, log-decays reach hundreds for fast-forgetting heads (Qwen3.5's g goes below -10 per
+    token), and exp then lands in or below the fp32 subnormal range, where x86 arithmetic is slow (measured
+    here: bmm 80x, exp 40x; exp is 4x slower even for -inf and for results that underflow to 0). So the
+    argument is clamped at the floor, where exp is still a normal number, and the clamped entries are zeroed
+    after. Flushing at e^-30 (~1e-13, a millionth of an fp32 ulp relative to the undecayed terms) also keeps
+    products of two decay factors normal; the token recurrence multiplies by e^g <= 1 per step and never
+    forms these products.
+    """
+    F.threshold_(log_decay, LOG_DECAY_FLOOR, LOG_DECAY_FLOOR).exp_()
+    return F.threshold_(log_decay, _DECAY_FLUSH, 0.0)
+
+
 def gdr_prefill_cpu(
     q: Tensor,
     k: Tensor,
@@ -148,12 +170,14 @@ def gdr_prefill_cpu(
     so U = U' - W S0 with W = (I + A)^-1 (beta e^G K) and U' = (I + A)^-1 (beta V), both independent of S0 and
     computed for all chunks at once. Then, with P_ij = scale e^(G_i - G_j) (q_i . k_j) (j <= i):
 
-        O    = (scale e^G Q - P W) S0 + P U'
+        O    = scale e^G Q S0 + P (U' - W S0)
         S_C  = (e^(G_C) I - Kd^T W) S0 + Kd^T U',   Kd_j = e^(G_C - G_j) k_j
 
-    The only sequential part is one baddbmm per chunk on [Dk, Dk] x [Dk, Dv]; everything else is batched over
-    B, heads and chunks. q.k and k.k products are formed once per k-head and shared by its Hv/Hk v-heads.
-    Ragged rows: padded positions get g = 0 and beta = 0, which leaves the state unchanged (u = 0, no decay).
+    The only sequential part is one baddbmm per chunk on [Dk, Dk] x [Dk, Dv] (the chunk-start states); all
+    else is batched over B, heads and chunks. q.k and k.k products are formed once per k-head and shared by
+    its Hv/Hk v-heads. Ragged rows: padded positions get g = 0 and beta = 0, which leaves the state unchanged
+    (u = 0, no decay). Differs from the reference only in rounding, and in flushing decay factors below
+    e^LOG_DECAY_FLOOR to 0 (see `_decay_exp_`).
     """
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2], v.shape[3]
@@ -179,45 +203,69 @@ def gdr_prefill_cpu(
     vc = chunked(v, (Hk, r))                                            # [B, Hk, r, Nc, C, Dv]
     gc, bc = chunked(gf, (Hk, r)), chunked(bf, (Hk, r))                 # [B, Hk, r, Nc, C]
 
+    S = (torch.zeros(B * Hv, Dk, Dv, device=dev) if initial_state is None
+         else initial_state.float().reshape(B * Hv, Dk, Dv))
+    # NOTE: chunks are processed in slabs of about SLAB_ELEMS C x C entries: the slab's C x C blocks stay
+    # cache-sized and memory stays bounded on long prompts, for a few dozen extra op calls per slab.
+    per_slab = max(1, SLAB_ELEMS // (B * Hv * C * C))
+    outs = []
+    for c0 in range(0, Nc, per_slab):
+        sl = slice(c0, c0 + per_slab)
+        o, S = _gdr_chunk_slab(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl],
+                               bc[:, :, :, sl], scale, S)
+        outs.append(o)
+    o = outs[0] if len(outs) == 1 else torch.cat(outs, dim=3)          # [B, Hk, r, Nc, C, Dv]
+    # One copy back to [B, T, Hv, Dv], casting on the way.
+    out = torch.empty(B, T, Hv, Dv, dtype=v.dtype, device=dev)
+    out.copy_(o.reshape(B, Hv, Nc * C, Dv)[:, :, :T].transpose(1, 2))
+    return out, S.reshape(B, Hv, Dk, Dv)
+
+
+def _gdr_chunk_slab(
+    qc: Tensor, kc: Tensor, vc: Tensor, gc: Tensor, bc: Tensor, scale: float, S: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Consecutive chunks of all rows and heads: qc, kc [B, Hk, 1, n, C, Dk], vc [B, Hk, r, n, C, Dv],
+    gc, bc [B, Hk, r, n, C] (fp32), S [B*Hv, Dk, Dv] the state before the first. Returns (o, S after)."""
+    B, Hk, r, n, C = gc.shape
+    Dk, Dv = kc.shape[-1], vc.shape[-1]
+    BH, X = B * Hk * r, B * Hk * r * n
     G = gc.cumsum(-1)
-    eG = G.exp()
+    G_last = G[..., -1:]
+    eG = _decay_exp_(G.clone())
     # Decay and score matrices are built transposed ([.., j, i]) and used through .mT views: the transposed
     # A is then already in the column-major layout LAPACK's triangular solve wants (no copy of the C x C
     # blocks), and bmm takes the transposed operand for free. Masking before exp keeps the (positive)
-    # differences above the causal triangle from overflowing into inf * 0 = nan.
-    anti_causal = torch.ones(C, C, dtype=torch.bool, device=dev).tril_(-1)
-    decay_t = (G[..., None, :] - G[..., :, None]).masked_fill_(anti_causal, float("-inf")).exp_()
+    # differences above the causal triangle from overflowing into inf * 0 = nan. The C x C blocks are the
+    # largest tensors here, so they are updated in place rather than reallocated.
+    # NOTE: the -inf mask is added (masked_fill_ is ~4x slower here); -inf + finite stays -inf, never nan.
+    anti_causal = torch.full((C, C), float("-inf"), device=gc.device).tril_(-1)
+    decay_t = _decay_exp_((G[..., None, :] - G[..., :, None]).add_(anti_causal))
+    P = ((kc @ qc.mT).mul_(scale) * decay_t).mT                         # [B, Hk, r, n, C, C]
     # A[i, j] = beta_i e^(G_i - G_j) (k_i . k_j); only its strict lower triangle is read (unitriangular).
-    A = (kc @ kc.mT * decay_t).mul_(bc[..., None, :]).mT
-    P = ((kc @ qc.mT).mul_(scale) * decay_t).mT                         # [B, Hk, r, Nc, C, C]
-    rhs = torch.empty(*bc.shape, Dk + Dv, device=dev)
-    torch.mul((bc * eG)[..., None], kc, out=rhs[..., :Dk])
-    torch.mul(bc[..., None], vc, out=rhs[..., Dk:])
+    A = decay_t.mul_(kc @ kc.mT).mul_(bc[..., None, :]).mT
+    rhs = torch.cat(((bc * eG)[..., None] * kc, bc[..., None] * vc), dim=-1)
     WU = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True)   # [W | U']
 
-    # Flatten (B, Hk, r, Nc) into one batch dim X; X = (B*Hv, Nc) in that order.
-    X = B * Hv * Nc
+    # Flatten (B, Hk, r, n) into one batch dim X = (B*Hv, n) in that order.
     WU, P = WU.reshape(X, C, Dk + Dv), P.reshape(X, C, C)
-    Qg = ((scale * eG)[..., None] * qc).reshape(X, C, Dk)
-    G_last = G[..., -1:]
-    Kd = ((G_last - G).exp()[..., None] * kc).reshape(X, C, Dk)
-    PWU = torch.bmm(P, WU)
-    Gq = Qg - PWU[..., :Dk]                                             # output read-out of S0: [X, C, Dk]
+    W, U = WU[..., :Dk], WU[..., Dk:]
+    Kd = (_decay_exp_(G_last - G)[..., None] * kc).reshape(X, C, Dk)
     KdWU = torch.bmm(Kd.mT, WU)
-    M = torch.diag_embed(G_last.exp().reshape(X, 1).expand(X, Dk)) - KdWU[..., :Dk]   # transition [X, Dk, Dk]
-    M, N = M.view(B * Hv, Nc, Dk, Dk), KdWU[..., Dk:].view(B * Hv, Nc, Dk, Dv)       # write [.., Dk, Dv]
+    dC = _decay_exp_(G_last.clone()).reshape(X, 1).expand(X, Dk)
+    M = torch.diag_embed(dC) - KdWU[..., :Dk]                           # transition [X, Dk, Dk]
+    M, N = M.view(BH, n, Dk, Dk), KdWU[..., Dk:].view(BH, n, Dk, Dv)   # write [.., Dk, Dv]
 
     # Inter-chunk recurrence: one baddbmm per chunk.
-    S = (torch.zeros(B * Hv, Dk, Dv, device=dev) if initial_state is None
-         else initial_state.float().reshape(B * Hv, Dk, Dv))
-    starts = torch.empty(B * Hv, Nc, Dk, Dv, device=dev)
-    for c in range(Nc):
+    starts = torch.empty(BH, n, Dk, Dv, device=gc.device)
+    for c in range(n):
         starts[:, c] = S
         S = torch.baddbmm(N[:, c], M[:, c], S)
 
-    o = torch.baddbmm(PWU[..., Dk:], Gq, starts.view(X, Dk, Dv))       # [X, C, Dv]
-    o = o.view(B, Hv, Nc * C, Dv)[:, :, :T].transpose(1, 2)
-    return o.to(v.dtype), S.reshape(B, Hv, Dk, Dv)
+    # Outputs from each chunk's start state: o = scale e^G Q S0 + P (U' - W S0).
+    starts = starts.view(X, Dk, Dv)
+    Qg = ((scale * eG)[..., None] * qc).reshape(X, C, Dk)
+    o = torch.baddbmm(torch.bmm(Qg, starts), P, torch.baddbmm(U, W, starts, alpha=-1))   # [X, C, Dv]
+    return o.view(B, Hk, r, n, C, Dv), S
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -441,6 +489,8 @@ def gdr_prefill_npu(
     Differs from the reference in precision: q, k, v, beta and the initial state go in as bf16 (the op's
     dtypes on A2/A3), g as fp32; the final state comes back bf16 and is widened to fp32. The padded batch is
     packed to TND with per-sequence `actual_seq_lengths` (not cumulative, npu_ops.md 1.4).
+    NOTE: the op documents -1 <= g <= 0 as its accuracy domain; Qwen3.5's g can be below -1 (npu_ops.md 1.4),
+    so compare against `gdr_prefill_ref` on hardware before trusting long prompts.
     """
     import torch_npu
 

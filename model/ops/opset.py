@@ -64,7 +64,8 @@ def build_ops(plan: Plan) -> OpSet:
         gdr_decode=_pick(gdn.GDR_DECODE, d == "npu", d),
         route=_pick(moe.ROUTE, on("grouped_moe") and d == "npu", d),
         experts_prefill=_pick(moe.EXPERTS_PREFILL, on("grouped_moe"), d),
-        experts_decode=_pick(moe.EXPERTS_DECODE, on("grouped_moe"), d),
+        experts_decode=_pick(moe.EXPERTS_DECODE, on("grouped_moe"), d,
+                             "cpu_graph" if d == "cpu" and on("graph_mode") else ""),
         row_parallel_prefill=_pick(comm.ROW_PARALLEL_LINEAR, on("mm_all_reduce"), d),
         row_parallel_decode=comm.ROW_PARALLEL_LINEAR["ref"],  # decode always all_reduces (npu_recipe.md 2.2)
         moe_ep_prefill=comm.EP_EXCHANGE["ref"],  # dispatch/combine is decode only (the recipe's choice)

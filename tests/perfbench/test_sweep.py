@@ -104,7 +104,7 @@ def test_duplicate_shapes_are_merged():
 
 
 def test_run_ids_are_stable_readable_and_distinct():
-    sc = scenario({"design": "grid", "toggles": ["chunk_gdr", "graph_mode"]}, workload={"input_lens": [128],
+    sc = scenario({"design": "grid", "toggles": ["chunk_gdr", "grouped_moe"]}, workload={"input_lens": [128],
                                                                                           "output_len": 16})
     ids = [s.run_id for s in expand(sc, CPU)]
     assert ids == [s.run_id for s in expand(sc, CPU)]

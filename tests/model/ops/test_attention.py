@@ -13,6 +13,8 @@ import importlib.util
 import pytest
 import torch
 from _compare import assert_close
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from model.ops import attention as attn
 
@@ -82,6 +84,26 @@ def test_attention_prefill_matches_ref(impl: str, case: tuple, dtype: torch.dtyp
     assert torch.isfinite(out.float()).all(), f"{impl}: non-finite values (padded rows must stay finite)"
     valid = _valid_rows(seq_lens, q.shape[1])
     assert_close(f"attention_prefill_{impl}", ref[valid], out[valid], *TOL[dtype])
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(b=st.integers(1, 3), t=st.integers(1, 40), n_kv=st.sampled_from([1, 2]), ratio=st.sampled_from([1, 2, 8]),
+       d=st.sampled_from([16, 64, 256]), data=st.data())
+def test_sdpa_paths_random_shapes(b: int, t: int, n_kv: int, ratio: int, d: int, data: st.DataObject) -> None:
+    """CPU prefill and decode vs the references over random ragged shapes (fp32)."""
+    lens = data.draw(st.lists(st.integers(1, t), min_size=b, max_size=b), label="seq_lens")
+    case = (b, t, n_kv * ratio, n_kv, d, tuple(lens))
+    q, k, v, seq_lens = _prefill_inputs(case, torch.float32, "cpu", seed=t)
+    ref = attn.attention_prefill_ref(q, k, v, seq_lens, d**-0.5)
+    out = attn.attention_prefill_cpu(q, k, v, seq_lens, d**-0.5)
+    valid = _valid_rows(seq_lens, t)
+    assert torch.isfinite(out).all()
+    assert_close("attention_prefill_cpu (random)", ref[valid], out[valid], *TOL[torch.float32])
+    q1, k_cache, v_cache, kv_lens = _decode_inputs((b, t, n_kv * ratio, n_kv, d, tuple(lens)), torch.float32,
+                                                   "cpu", seed=t)
+    ref = attn.attention_decode_ref(q1, k_cache, v_cache, kv_lens, d**-0.5)
+    out = attn.attention_decode_cpu(q1, k_cache, v_cache, kv_lens, d**-0.5)
+    assert_close("attention_decode_cpu (random)", ref, out, *TOL[torch.float32])
 
 
 def test_prefill_ref_is_causal_and_ignores_padding() -> None:

@@ -9,6 +9,7 @@ from _compare import assert_close
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from model.ops import gdn
 from model.ops.gdn import (
     GDR_DECODE,
     GDR_PREFILL,
@@ -114,6 +115,32 @@ def test_prefill_cpu_random_shapes(B: int, T: int, Hk: int, r: int, Dk: int, Dv:
     ref = gdr_prefill_ref(**x, scale=Dk ** -0.5, initial_state=h0, seq_lens=seq_lens)
     out = gdr_prefill_cpu(**x, scale=Dk ** -0.5, initial_state=h0, seq_lens=seq_lens)
     check_prefill(case_id(B, T, Hk, Hk * r, Dk, Dv), ref, out, valid_mask(B, T, seq_lens), TOL[torch.float32])
+
+
+@pytest.mark.parametrize("chunks_per_slab", [1, 2])
+def test_prefill_cpu_slabs(chunks_per_slab: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks processed in several slabs (the last one partial) carry the state across slab boundaries."""
+    B, T, Hk, Hv, Dk, Dv = 2, 300, 2, 4, 16, 16      # 5 chunks
+    monkeypatch.setattr(gdn, "SLAB_ELEMS", chunks_per_slab * B * Hv * gdn.CHUNK_SIZE ** 2)
+    x = make_inputs(B, T, Hk, Hv, Dk, Dv)
+    seq_lens = torch.tensor([300, 129])
+    h0 = torch.randn(B, Hv, Dk, Dv)
+    ref = gdr_prefill_ref(**x, scale=Dk ** -0.5, initial_state=h0, seq_lens=seq_lens)
+    out = gdr_prefill_cpu(**x, scale=Dk ** -0.5, initial_state=h0, seq_lens=seq_lens)
+    check_prefill(f"gdr_prefill_cpu {chunks_per_slab} chunk(s) per slab", ref, out, valid_mask(B, T, seq_lens),
+                  TOL[torch.float32])
+
+
+def test_prefill_cpu_fast_decay() -> None:
+    """Log-decays of -5..-30 per token (fast-forgetting heads): the chunked path flushes decay factors below
+    e^-30 to zero to stay out of fp32 subnormals; the result must still match the recurrence."""
+    B, T, Hk, Hv, Dk, Dv = 2, 100, 2, 4, 16, 16
+    x = make_inputs(B, T, Hk, Hv, Dk, Dv)
+    x["g"] = -5.0 - 25.0 * torch.rand(B, T, Hv, generator=torch.Generator().manual_seed(7))
+    h0 = torch.randn(B, Hv, Dk, Dv)
+    ref = gdr_prefill_ref(**x, scale=Dk ** -0.5, initial_state=h0)
+    out = gdr_prefill_cpu(**x, scale=Dk ** -0.5, initial_state=h0)
+    check_prefill("gdr_prefill_cpu fast decay", ref, out, valid_mask(B, T, None), TOL[torch.float32])
 
 
 def test_ragged_row_equals_its_own_unpadded_run() -> None:

@@ -10,10 +10,13 @@ The pass-through dims R..D must be copied bit for bit by every implementation.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 
 import pytest
 import torch
 from _compare import assert_close
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from model.ops import rope
 
@@ -37,6 +40,18 @@ def _device(impl: str) -> str:
 
 IMPLS = ["cpu", "cuda", "npu"]
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_kernels_never_fall_back() -> Iterator[None]:
+    """Each new size-1 / stride / dtype pattern is one more compiled variant of a CPU kernel. This module
+    needs more than dynamo's default 8 per function, and past the limit dynamo would silently run the
+    eager reference instead, so the limit is raised here and hitting it fails the test."""
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(recompile_limit=32, fail_on_recompile_limit_hit=True):
+        yield
+
+
 # (B, T, Nq, Nkv, D, R): decode (T=1, B=1/4), Qwen3.5 head_dim 256 with rotary 64, head_dim 64 with
 # rotary 16, GQA 1/2/8, full rotary (R = D), an odd token count.
 CASES = [
@@ -52,6 +67,11 @@ def _case_id(c: tuple[int, ...]) -> str:
     return "-".join(f"{k}{v}" for k, v in zip(("B", "T", "Nq", "Nkv", "D", "R"), c))
 
 
+# fp32 on every case; bf16 on decode and on the small-head case (each new pattern costs the CPU path a compile).
+CASE_DTYPES = [pytest.param(c, torch.float32, id=f"{_case_id(c)}-fp32") for c in CASES] + [
+    pytest.param(CASES[i], torch.bfloat16, id=f"{_case_id(CASES[i])}-bf16") for i in (0, 2)]
+
+
 def _inputs(case: tuple[int, ...], dtype: torch.dtype, device: str, seed: int = 0) -> tuple[torch.Tensor, ...]:
     b, t, nq, nkv, d, r = case
     gen = torch.Generator().manual_seed(seed)
@@ -63,8 +83,7 @@ def _inputs(case: tuple[int, ...], dtype: torch.dtype, device: str, seed: int = 
     return q, k, cos, sin
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize(("case", "dtype"), CASE_DTYPES)
 @pytest.mark.parametrize("impl", IMPLS)
 def test_apply_rope_matches_ref(impl: str, case: tuple[int, ...], dtype: torch.dtype) -> None:
     device = _device(impl)
@@ -80,6 +99,19 @@ def test_apply_rope_matches_ref(impl: str, case: tuple[int, ...], dtype: torch.d
     assert_close(f"apply_rope_{impl}.k", ref_k, out_k, *TOL[dtype])
     r = cos.shape[-1]
     assert torch.equal(out_q[..., r:], q[..., r:]) and torch.equal(out_k[..., r:], k[..., r:])
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(b=st.integers(1, 3), t=st.integers(2, 20), n_kv=st.sampled_from([2, 4]), ratio=st.sampled_from([1, 2, 8]),
+       d=st.sampled_from([64, 128, 256]), frac=st.sampled_from([4, 2]))
+def test_cpu_rope_random_shapes(b: int, t: int, n_kv: int, ratio: int, d: int, frac: int) -> None:
+    """The compiled CPU kernel vs the reference over random batch, length, GQA and rotary fractions (fp32).
+
+    Kept inside the compiled variants CASES already built (T > 1, Nkv > 1, R < D); those edge cases are
+    covered there."""
+    q, k, cos, sin = _inputs((b, t, n_kv * ratio, n_kv, d, d // frac), torch.float32, "cpu", seed=b * 100 + t)
+    for name, a, c in zip("qk", rope.apply_rope_ref(q, k, cos, sin), rope.apply_rope_cpu(q, k, cos, sin)):
+        assert_close(f"apply_rope_cpu.{name} (random)", a, c, *TOL[torch.float32])
 
 
 def test_ref_rotates_pairs_i_and_i_plus_half() -> None:

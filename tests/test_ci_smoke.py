@@ -1,0 +1,38 @@
+"""End to end, as CI runs it: the smoke scenario through the real CLI, then gated against the committed
+baseline (baselines/ci_smoke) with deterministic and within-run-ratio rules (scenarios/gates/ci_smoke_gate.yaml).
+
+After an intentional change of what the smoke scenario executes (e.g. a fused path with fewer ops), refresh
+the baseline: `perfbench run ci_smoke --out /tmp/smoke && perfbench baseline save /tmp/smoke baselines/ci_smoke`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_smoke_scenario_runs_and_passes_the_gate(tmp_path):
+    out = tmp_path / "smoke"
+    run = subprocess.run([sys.executable, "-m", "perfbench.cli", "run", "ci_smoke", "--out", str(out)],
+                         capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(results) == 4 and all(r["status"] == "ok" for r in results)
+    assert (out / "results.csv").is_file() and (out / "report.html").is_file()
+    for r in results:
+        assert r["trace"].get("decode_ops_per_step"), r["trace"]
+        assert r["numerics"]["tokens_match"] is True
+    summary = tmp_path / "gate.md"
+    gate = subprocess.run([sys.executable, "-m", "perfbench.cli", "gate",
+                           "--baseline", str(ROOT / "baselines/ci_smoke"), "--current", str(out),
+                           "--rules", str(ROOT / "scenarios/gates/ci_smoke_gate.yaml"),
+                           "--summary", str(summary)], capture_output=True, text=True, timeout=300)
+    assert gate.returncode == 0, gate.stdout[-4000:] + gate.stderr[-2000:]
+    assert summary.is_file() and summary.with_suffix(".json").is_file()
