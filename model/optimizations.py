@@ -108,7 +108,7 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("fused_rmsnorm", "fp32 pow/mean/rsqrt/mul RMSNorm and a separate residual add",
                    ("prefill", "decode"),
                    {"npu": "torch_npu.npu_rms_norm / npu_add_rms_norm", "cuda": "F.rms_norm (ATen fused)",
-                    "cpu": "F.rms_norm (ATen fused)"},
+                    "cpu": "inductor-compiled RMSNorm kernels (residual add fused)"},
                    npu_ops=("npu_rms_norm", "npu_add_rms_norm")),
         ToggleSpec("chunk_gdr", "token-by-token gated delta rule recurrence in prefill", ("prefill",),
                    {"npu": "torch_npu.npu_chunk_gated_delta_rule", "cuda": "chunked delta rule (fla if installed)",

@@ -17,6 +17,7 @@ from model.config import Qwen3_5MoeTextConfig
 from model.ops import attention, gdn, moe, norm, rope
 from model.optimizations import TOGGLE_NAMES, resolve_plan
 from model.parallel_config import ParallelConfig
+from perfbench.errors import UserError
 
 LAYOUTS = {
     "1 device": ParallelConfig(),
@@ -131,6 +132,9 @@ def op_checks(device: str) -> list[OpCheck]:
         OpCheck("experts_decode (gathered)", moe.EXPERTS_DECODE["ref"], moe.EXPERTS_DECODE[dev], experts_in,
                 1e-4),
     ]
+    if f"{dev}_graph" in moe.EXPERTS_DECODE:
+        checks.append(OpCheck("experts_decode (graph form)", moe.EXPERTS_DECODE["ref"],
+                              moe.EXPERTS_DECODE[f"{dev}_graph"], experts_in, 1e-4))
     if dev == "npu":
         checks.append(OpCheck("attention_prefill (TND)", attention.ATTENTION_PREFILL["ref"],
                               attention.ATTENTION_PREFILL["npu_tnd"], prefill_in, 1e-2))
@@ -153,7 +157,10 @@ def run_op_checks(device: str, seed: int = 0) -> tuple[str, bool]:
 
 
 def doctor(device: str = "auto", check_ops: bool = False) -> int:
-    caps = detect_capabilities(device)
+    try:
+        caps = detect_capabilities(device)
+    except (ValueError, RuntimeError) as err:
+        raise UserError(f"--device: {err}") from None
     click.echo(support_matrix(caps))
     if not check_ops:
         return 0
