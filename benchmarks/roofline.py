@@ -46,18 +46,18 @@ def matmul_flops(reps: int, n: int = 2048) -> float:
 
 
 def bytes_per_token(model: Qwen3_5MoeForCausalLM) -> int:
-    """Weights one batch-1 decode step must read: top-k picks k distinct experts in every layer."""
+    """Weights one batch-1 decode step must read: every non-expert weight (one row of the embedding), and
+    k distinct routed experts per layer (top-k picks k different experts)."""
     k = model.config.num_experts_per_tok
-    total = model.lm_head.numel() * model.lm_head.element_size() + model.embed_tokens[0].numel() * 4
-    for layer in model.layers:
-        experts = layer.mlp.experts
-        per_expert = sum(w[0].numel() * w.element_size() for w in experts.gate_up) + \
-            experts.down[0].numel() * experts.down.element_size()
-        for name, p in layer.named_parameters():
-            if name.startswith("mlp.experts."):
-                continue
-            total += p.numel() * p.element_size()
-        total += per_expert * k
+    total = 0
+    for name, p in model.named_parameters():
+        size = p.numel() * p.element_size()
+        if name.startswith("embed_tokens."):
+            total += size // p.shape[0]
+        elif ".mlp.experts." in name:
+            total += size // p.shape[0] * k
+        else:
+            total += size
     return total
 
 
