@@ -125,6 +125,10 @@ def test_layouts_match_world_size_1(world, model_paths, references, tmp_path):
     cases = [{**case, "model": model_paths[case["model"]], "num_layers": num_layers(case["model"]),
               "reference": case["model"]} for case in CASES[world]]
     proc = torchrun(world, cases, tmp_path)
+    if proc.returncode != 0 and "terminate called without an active exception" in proc.stderr:
+        # NOTE: seen once in ~20 launches on a loaded 2-core machine: a rank aborted in C++ (gloo) after its
+        # results were written; not reproduced since. One relaunch, so a real failure still fails.
+        proc = torchrun(world, cases, tmp_path)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     for case in cases:
         ref = references[case["reference"]]
