@@ -66,3 +66,14 @@ def hf_greedy(model, prompts: list[list[int]], max_new_tokens: int) -> Reference
 def random_prompts(lengths: list[int], vocab: int, seed: int = 0) -> list[list[int]]:
     gen = torch.Generator().manual_seed(seed)
     return [torch.randint(0, vocab, (n,), generator=gen).tolist() for n in lengths]
+
+
+def second_config() -> Qwen3_5MoeTextConfig:
+    """A config unlike `tiny`: no GQA, other head dims, full attention every 3rd layer, vocab not a power of
+    two, top-1 routing."""
+    return Qwen3_5MoeTextConfig(
+        vocab_size=1000, hidden_size=128, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=4,
+        head_dim=32, rope_theta=1e6, partial_rotary_factor=0.5, mrope_section=[3, 3, 2],
+        linear_num_key_heads=2, linear_key_head_dim=16, linear_num_value_heads=2, linear_value_head_dim=24,
+        num_experts=8, num_experts_per_tok=1, moe_intermediate_size=64, shared_expert_intermediate_size=96,
+        full_attention_interval=3)

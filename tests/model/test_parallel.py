@@ -34,6 +34,7 @@ from model.parallel import (
 )
 from model.parallel_config import ParallelConfig, ParallelConfigError
 from model.weights import init_dummy, load_checkpoint, model_slots
+from tests.hf_reference import second_config
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("parallel_worker.py")
@@ -41,16 +42,6 @@ PROMPTS = [[5, 17, 300, 999, 12], [7, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9]]  # ragged
 NEW_TOKENS = 4
 TINY_LAYERS = 4  # three GDN layers and one full-attention layer
 SECOND_LAYERS = 3
-
-
-def second_config() -> Qwen3_5MoeTextConfig:
-    """No GQA (4 KV heads), top-1 routing, vocab not a power of two (as test_hf_parity.second_config)."""
-    return Qwen3_5MoeTextConfig(
-        vocab_size=1000, hidden_size=128, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=4,
-        head_dim=32, rope_theta=1e6, partial_rotary_factor=0.5, mrope_section=[3, 3, 2],
-        linear_num_key_heads=2, linear_key_head_dim=16, linear_num_value_heads=2, linear_value_head_dim=24,
-        num_experts=8, num_experts_per_tok=1, moe_intermediate_size=64, shared_expert_intermediate_size=96,
-        full_attention_interval=3)
 
 
 def layout(world: int, attn: int = 1, moe_tp: int = 1, embed: int = 1, lmhead: int = 1,
