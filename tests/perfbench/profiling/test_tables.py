@@ -136,3 +136,11 @@ def test_union_matches_a_unit_grid(intervals):
     ends = np.array([s + d for s, d in intervals], dtype=float)
     covered = {t for s, d in intervals for t in range(s, s + d)}
     assert union_us(starts, ends) == len(covered)
+
+
+def test_op_family_drops_per_call_ids_and_graph_hashes():
+    from perfbench.profiling.tables import op_family
+
+    assert op_family("hcom_allReduce__586_0_1") == "hcom_allReduce"
+    assert op_family("## Call CompiledFxGraph fu2sdyv2n5xpeu3mfuwc ##") == "## Call CompiledFxGraph ##"
+    assert op_family("aten::mm") == "aten::mm"
