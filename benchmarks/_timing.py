@@ -5,7 +5,6 @@ Alternating keeps slow drifts of a shared, noisy machine from favouring whicheve
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from model.backend import timed  # noqa: E402
+from perfbench import stats  # noqa: E402
 
 
 def interleaved(candidates: dict[str, Callable[[], object]], reps: int = 7, warmup: int = 1,
@@ -29,7 +29,7 @@ def interleaved(candidates: dict[str, Callable[[], object]], reps: int = 7, warm
 
 
 def median_ms(values: list[float]) -> float:
-    return statistics.median(values) * 1e3
+    return stats.median(values) * 1e3
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:

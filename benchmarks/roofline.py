@@ -12,7 +12,6 @@ achieved bandwidth = bytes / step time, as a fraction of the measured limit.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
+from perfbench import stats  # noqa: E402
 
 
 def read_bandwidth(reps: int) -> float:
@@ -83,7 +83,7 @@ def main() -> None:
             tok = model.decode_step(tok, cache).argmax(-1)
             if rep:
                 step_times.append(time.perf_counter() - t0)
-    step = statistics.median(step_times)
+    step = stats.median(step_times)
     need = bytes_per_token(model)
     print(f"memory read bandwidth (sum over 2 GiB fp32, best of {args.reps}): {bw / 1e9:.1f} GB/s")
     print(f"fp32 matmul 2048^3 (best of {args.reps}): {flops / 1e9:.1f} GFLOP/s")

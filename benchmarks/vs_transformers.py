@@ -13,7 +13,6 @@ best plan are checked against HF eager in fp32.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from _timing import table  # noqa: E402
 
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
 from model.config import PRESETS  # noqa: E402
+from perfbench import stats  # noqa: E402
 from tests.hf_reference import build_hf_model, save_hf_checkpoint  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -103,15 +103,15 @@ def bench_case(preset: str, dtype_name: str, batch: int, args: argparse.Namespac
         for name, run in runners.items():
             p, steps, toks = run()
             prefill[name].append(p)
-            decode[name].append(statistics.median(steps))
+            decode[name].append(stats.median(steps))
             tokens[name] = toks
     rows = []
-    hf_p = statistics.median(prefill["HF eager"])
-    hf_d = statistics.median(decode["HF eager"])
-    hf_cd = statistics.median(decode["HF compile"]) if "HF compile" in decode else None
+    hf_p = stats.median(prefill["HF eager"])
+    hf_d = stats.median(decode["HF eager"])
+    hf_cd = stats.median(decode["HF compile"]) if "HF compile" in decode else None
     for name in runners:
-        p = statistics.median(prefill[name])
-        d = statistics.median(decode[name])
+        p = stats.median(prefill[name])
+        d = stats.median(decode[name])
         same = "-" if name == "HF eager" else ("yes" if tokens[name] == tokens["HF eager"] else "no")
         rows.append([preset, dtype_name, batch, name, f"{p * 1e3:.1f}", f"{p / hf_p:.2f}x", f"{d * 1e3:.2f}",
                      f"{d / hf_d:.2f}x", f"{d / hf_cd:.2f}x" if hf_cd else "-", f"{first[name]:.1f}", same])

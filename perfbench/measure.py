@@ -15,6 +15,7 @@ Protocol (one process per run):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gc
 import hashlib
@@ -75,17 +76,17 @@ def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: tor
     device = model.device.type
     cache.reset()
 
-    def scopes(**fields: object):  # noqa: ANN202 - a context manager
+    def scopes(**fields: object) -> contextlib.AbstractContextManager:
         # phase/step ranges sit outside a compiled decode graph, so they are recorded in every plan
-        return torch.profiler.record_function(scope_name(**fields))
+        return torch.profiler.record_function(scope_name(**fields)) if annotate else contextlib.nullcontext()
 
-    with scopes(phase="prefill") if annotate else _null():
+    with scopes(phase="prefill"):
         logits, ttft = timed(device, lambda: model.prefill(ids, seq_lens, cache))
     tokens = [logits.argmax(-1)]
     kept = [logits] if keep_logits else []
     step_s = []
     for i in range(output_len - 1):
-        with scopes(phase="decode", step=i) if annotate else _null():
+        with scopes(phase="decode", step=i):
             logits, dt_s = timed(device, lambda: model.decode_step(tokens[-1], cache))
         step_s.append(dt_s)
         tokens.append(logits.argmax(-1))
@@ -95,14 +96,6 @@ def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: tor
     if out.shape[1] != output_len:
         raise RuntimeError(f"generated {out.shape[1]} tokens per prompt, expected {output_len}")
     return Iteration(ttft, step_s, out, torch.stack(kept, dim=1) if keep_logits else None)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def build_model(spec: RunSpec, caps: Capabilities, toggles: dict[str, bool] | str,
@@ -237,7 +230,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     layer_scopes = not model.plan.on("graph_mode")
     try:
         with capture_trace(model.device.type, trace_dir) as capture:
-            with model.scopes.enable() if layer_scopes else _null():
+            with model.scopes.enable() if layer_scopes else contextlib.nullcontext():
                 run_iteration(model, ids, seq_lens, cache, workload.output_len, annotate=True)
         if rank != 0:
             return {"dir": str(trace_dir.relative_to(run_dir))}

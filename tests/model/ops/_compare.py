@@ -2,8 +2,40 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+from collections.abc import Iterator
+
+import pytest
 import torch
 from torch import Tensor
+
+
+def device_for(impl: str) -> str:
+    """Where an implementation's inputs live; skips NPU implementations without torch_npu and an Ascend device.
+
+    The CUDA paths are plain torch, so without a GPU they run on CPU tensors: that checks their composition and
+    dtype handling, not the CUDA kernels."""
+    if impl.startswith("npu"):
+        if importlib.util.find_spec("torch_npu") is None:
+            pytest.skip("npu implementations need torch_npu and an Ascend device")
+        import torch_npu  # noqa: F401
+
+        if not torch.npu.is_available():  # type: ignore[attr-defined]
+            pytest.skip("npu implementations need an Ascend device")
+        return "npu"
+    return "cuda" if impl == "cuda" and torch.cuda.is_available() else "cpu"
+
+
+@contextlib.contextmanager
+def strict_recompiles(limit: int = 32) -> Iterator[None]:
+    """Each new size-1 / stride / dtype pattern is one more compiled variant of a CPU kernel; past dynamo's
+    limit (default 8) it would silently run the eager reference instead. Raise the limit and make hitting it
+    an error, so a test never passes on the reference while claiming to test the compiled kernel."""
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(recompile_limit=limit, fail_on_recompile_limit_hit=True):
+        yield
 
 
 def error_stats(ref: Tensor, out: Tensor) -> tuple[float, float]:

@@ -8,11 +8,9 @@ Only rows at valid positions (t < seq_lens[b]) are compared in prefill; padded r
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
-from _compare import assert_close
+from _compare import assert_close, device_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,19 +19,6 @@ from model.ops import attention as attn
 TOL = {torch.float32: (2e-5, 2e-5), torch.bfloat16: (2e-2, 2e-2)}
 DTYPES = [pytest.param(torch.float32, id="fp32"), pytest.param(torch.bfloat16, id="bf16")]
 IMPLS = ["cpu", "cuda", "npu", "npu_tnd"]
-
-
-def _device(impl: str) -> str:
-    """CPU/CUDA paths are plain torch; without a GPU the CUDA path runs on CPU tensors (checks its math)."""
-    if impl.startswith("npu"):
-        if importlib.util.find_spec("torch_npu") is None:
-            pytest.skip("npu implementations need torch_npu and an Ascend device")
-        import torch_npu  # noqa: F401
-
-        if not torch.npu.is_available():  # type: ignore[attr-defined]
-            pytest.skip("npu implementations need an Ascend device")
-        return "npu"
-    return "cuda" if impl == "cuda" and torch.cuda.is_available() else "cpu"
 
 
 def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, device: str) -> torch.Tensor:
@@ -73,7 +58,7 @@ def _valid_rows(seq_lens: torch.Tensor, t: int) -> torch.Tensor:
 @pytest.mark.parametrize("case", PREFILL_CASES, ids=_prefill_id)
 @pytest.mark.parametrize("impl", IMPLS)
 def test_attention_prefill_matches_ref(impl: str, case: tuple, dtype: torch.dtype) -> None:
-    device = _device(impl)
+    device = device_for(impl)
     q, k, v, seq_lens = _prefill_inputs(case, dtype, device)
     before = [x.clone() for x in (q, k, v)]
     scale = case[4] ** -0.5
@@ -155,7 +140,7 @@ def _decode_inputs(case: tuple, dtype: torch.dtype, device: str, seed: int = 0) 
 def test_attention_decode_matches_ref(impl: str, case: tuple, dtype: torch.dtype) -> None:
     if impl == "npu_tnd" and case[1] % attn.NPU_BLOCK_SIZE:
         pytest.skip("the paged TND path needs S to be a multiple of the 128-token block")
-    device = _device(impl)
+    device = device_for(impl)
     q, k_cache, v_cache, kv_lens = _decode_inputs(case, dtype, device)
     before = [x.clone() for x in (q, k_cache, v_cache, kv_lens)]
     scale = case[4] ** -0.5
@@ -174,7 +159,7 @@ def test_tnd_decode_rejects_unpaged_cache_length() -> None:
 @pytest.mark.parametrize("impl", ["ref", "cpu", "cuda", "npu", "npu_tnd"])
 def test_decode_step_equals_last_prefill_row(impl: str) -> None:
     """The last valid row of a causal prefill equals one decode step over the cache that prefill wrote."""
-    device = _device(impl)
+    device = device_for(impl)
     b, t, nq, nkv, d, lens = 3, 7, 8, 2, 64, (7, 1, 4)
     q, k, v, seq_lens = _prefill_inputs((b, t, nq, nkv, d, lens), torch.float32, device, seed=11)
     s = 128  # a multiple of the paged block, longer than the prompt
@@ -196,7 +181,7 @@ def test_decode_step_equals_last_prefill_row(impl: str) -> None:
 @pytest.mark.parametrize("t", [1, 3], ids=["T1", "T3"])
 @pytest.mark.parametrize("impl", ["ref", "cpu", "cuda", "npu", "npu_tnd"])
 def test_write_kv(impl: str, t: int) -> None:
-    device = _device(impl)
+    device = device_for(impl)
     b, s, nkv, d = 3, 128, 2, 16
     gen = torch.Generator().manual_seed(5)
     k_cache = _randn(gen, b, s, nkv, d, dtype=torch.float32, device=device)

@@ -10,12 +10,11 @@ The references themselves must equal HF's Qwen3_5MoeRMSNorm / Qwen3_5MoeRMSNormG
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterator
 
 import pytest
 import torch
-from _compare import assert_close
+from _compare import assert_close, device_for, strict_recompiles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,37 +25,12 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}
 DTYPES = [pytest.param(torch.float32, id="fp32"), pytest.param(torch.bfloat16, id="bf16")]
 
 
-def _npu_available() -> bool:
-    if importlib.util.find_spec("torch_npu") is None:
-        return False
-    import torch_npu  # noqa: F401
-
-    return bool(torch.npu.is_available())  # type: ignore[attr-defined]
-
-
-def _device(impl: str) -> str:
-    """Where an implementation's inputs live. The CUDA path is plain torch, so without a GPU it runs on CPU
-    tensors: that checks its composition and dtype handling, not the CUDA kernel."""
-    if impl == "npu":
-        if not _npu_available():
-            pytest.skip("npu implementation needs torch_npu and an Ascend device")
-        return "npu"
-    if impl == "cuda" and torch.cuda.is_available():
-        return "cuda"
-    return "cpu"
-
-
 IMPLS = ["cpu", "cuda", "npu"]
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _compiled_kernels_never_fall_back() -> Iterator[None]:
-    """Each new size-1 / stride / dtype pattern is one more compiled variant of a CPU kernel. This module
-    needs more than dynamo's default 8 per function, and past the limit dynamo would silently run the
-    eager reference instead, so the limit is raised here and hitting it fails the test."""
-    import torch._dynamo
-
-    with torch._dynamo.config.patch(recompile_limit=32, fail_on_recompile_limit_hit=True):
+    with strict_recompiles():
         yield
 
 
@@ -109,7 +83,7 @@ def _check_unchanged(name: str, before: list[torch.Tensor], after: list[torch.Te
 @pytest.mark.parametrize(("case", "dtype"), _cases([DECODE, ODD, ROWPAD, HEADCHUNK], [DECODE, HEADCHUNK]))
 @pytest.mark.parametrize("impl", IMPLS)
 def test_rms_norm_matches_ref(impl: str, case: tuple[tuple[int, ...], str], dtype: torch.dtype) -> None:
-    device = _device(impl)
+    device = device_for(impl)
     gen = _gen(0)
     x = _make(*case, dtype, device, gen)
     gamma = (1.0 + 0.1 * torch.randn(case[0][-1], generator=gen)).to(device)  # fp32 1 + w, as the layer passes
@@ -124,7 +98,7 @@ def test_rms_norm_matches_ref(impl: str, case: tuple[tuple[int, ...], str], dtyp
 @pytest.mark.parametrize(("case", "dtype"), _cases([DECODE, ODD], [DECODE, ODD]))
 @pytest.mark.parametrize("impl", IMPLS)
 def test_add_rms_norm_matches_ref(impl: str, case: tuple[tuple[int, ...], str], dtype: torch.dtype) -> None:
-    device = _device(impl)
+    device = device_for(impl)
     gen = _gen(1)
     x = _make(*case, dtype, device, gen)
     residual = 4.0 * _make(*case, dtype, device, gen)  # the residual stream dominates, as in a real model
@@ -141,7 +115,7 @@ def test_add_rms_norm_matches_ref(impl: str, case: tuple[tuple[int, ...], str], 
 @pytest.mark.parametrize(("case", "dtype"), _cases([DECODE, ODD, ROWPAD], [ROWPAD]))
 @pytest.mark.parametrize("impl", IMPLS)
 def test_gated_rms_norm_matches_ref(impl: str, case: tuple[tuple[int, ...], str], dtype: torch.dtype) -> None:
-    device = _device(impl)
+    device = device_for(impl)
     gen = _gen(2)
     x = _make(*case, dtype, device, gen)
     gate = _make(*case, dtype, device, gen)

@@ -9,12 +9,11 @@ The pass-through dims R..D must be copied bit for bit by every implementation.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
 import torch
-from _compare import assert_close
+from _compare import assert_close, device_for, strict_recompiles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,30 +24,12 @@ DTYPES = [pytest.param(torch.float32, id="fp32"), pytest.param(torch.bfloat16, i
 THETA = 1e7
 
 
-def _device(impl: str) -> str:
-    """CPU/CUDA paths are plain torch; without a GPU the CUDA path runs on CPU tensors (checks its math)."""
-    if impl == "npu":
-        if importlib.util.find_spec("torch_npu") is None:
-            pytest.skip("npu implementation needs torch_npu and an Ascend device")
-        import torch_npu  # noqa: F401
-
-        if not torch.npu.is_available():  # type: ignore[attr-defined]
-            pytest.skip("npu implementation needs an Ascend device")
-        return "npu"
-    return "cuda" if impl == "cuda" and torch.cuda.is_available() else "cpu"
-
-
 IMPLS = ["cpu", "cuda", "npu"]
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _compiled_kernels_never_fall_back() -> Iterator[None]:
-    """Each new size-1 / stride / dtype pattern is one more compiled variant of a CPU kernel. This module
-    needs more than dynamo's default 8 per function, and past the limit dynamo would silently run the
-    eager reference instead, so the limit is raised here and hitting it fails the test."""
-    import torch._dynamo
-
-    with torch._dynamo.config.patch(recompile_limit=32, fail_on_recompile_limit_hit=True):
+    with strict_recompiles():
         yield
 
 
@@ -86,7 +67,7 @@ def _inputs(case: tuple[int, ...], dtype: torch.dtype, device: str, seed: int = 
 @pytest.mark.parametrize(("case", "dtype"), CASE_DTYPES)
 @pytest.mark.parametrize("impl", IMPLS)
 def test_apply_rope_matches_ref(impl: str, case: tuple[int, ...], dtype: torch.dtype) -> None:
-    device = _device(impl)
+    device = device_for(impl)
     q, k, cos, sin = _inputs(case, dtype, device)
     before = [t.clone() for t in (q, k, cos, sin)]
     ref_q, ref_k = rope.apply_rope_ref(q, k, cos, sin)
