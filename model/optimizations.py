@@ -111,7 +111,7 @@ TOGGLES: dict[str, ToggleSpec] = {
                     "cpu": "inductor-compiled RMSNorm kernels (residual add fused)"},
                    npu_ops=("npu_rms_norm", "npu_add_rms_norm")),
         ToggleSpec("chunk_gdr", "token-by-token gated delta rule recurrence in prefill", ("prefill",),
-                   {"npu": "torch_npu.npu_chunk_gated_delta_rule", "cuda": "chunked delta rule (fla if installed)",
+                   {"npu": "torch_npu.npu_chunk_gated_delta_rule", "cuda": "fla chunk_gated_delta_rule",
                     "cpu": "chunked delta rule (WY form, triangular solve)"},
                    requires=(_chunk_gdr_platform,), npu_ops=("npu_chunk_gated_delta_rule",)),
         ToggleSpec("mm_all_reduce", "o_proj/out_proj matmul followed by all_reduce", ("prefill",),
@@ -162,6 +162,7 @@ class Plan:
     decisions: dict[str, ToggleDecision]
     exe_mode: str = "ge_graph"
     attention_variant: str = ""  # NPU fused attention flavour picked for this model (see ops/attention.py)
+    gdr_variant: str = ""  # "cuda_torch": chunk_gdr on CUDA without fla runs the plain-torch chunked kernel
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def on(self, name: str) -> bool:
@@ -252,7 +253,13 @@ def resolve_plan(
         variant = npu_attention_variant(model)
         decisions["fused_attention"] = ToggleDecision(
             "fused_attention", True, "on", "", f"{decisions['fused_attention'].impl} [{variant}]")
-    plan = Plan(device=caps.device, decisions=decisions, exe_mode=ctx.exe_mode, attention_variant=variant)
+    gdr_variant = ""
+    if caps.device == "cuda" and decisions["chunk_gdr"].on and not caps.fla:
+        gdr_variant = "cuda_torch"
+        decisions["chunk_gdr"] = ToggleDecision("chunk_gdr", True, "on", "",
+                                                "chunked delta rule, plain torch (fla not installed)")
+    plan = Plan(device=caps.device, decisions=decisions, exe_mode=ctx.exe_mode, attention_variant=variant,
+                gdr_variant=gdr_variant)
     for d in decisions.values():
         if d.requested:
             log.info("toggle %s: %s%s", d.name, d.state, f" ({d.reason})" if d.reason else f" [{d.impl}]")

@@ -25,7 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-CHUNK_SIZE = 64
+
+
+def chunk_size(head_k_dim: int) -> int:
+    """Tokens per chunk in `gdr_prefill_cpu`. Smaller chunks halve the intra-chunk work per token (C x C
+    blocks, the triangular solves) but double the sequential per-chunk state updates ([Dk, Dk] x [Dk, Dv]),
+    so the best size grows with the head dim: measured here (T 512-2048, B 1-4, 2 cores), 32 is 9-13% faster
+    than 64 at Dk = 32 and 5-41% slower at Dk = 64 and 128 (`python benchmarks/gdr_chunk.py`)."""
+    return 32 if head_k_dim <= 32 else 64
+
 # Decay factors below e^LOG_DECAY_FLOOR are flushed to exactly 0 in the chunked path (see `_decay_exp_`).
 LOG_DECAY_FLOOR = -30.0
 _DECAY_FLUSH = math.exp(LOG_DECAY_FLOOR) * 1.001  # exp(floor) as computed in fp32, with margin
@@ -160,7 +168,8 @@ def gdr_prefill_cpu(
     initial_state: Tensor | None = None,
     seq_lens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Chunked gated delta rule (chunk 64); same contract as `gdr_prefill_ref`. Pure torch, any device.
+    """Chunked gated delta rule (chunks of CHUNK_SIZE); same contract as `gdr_prefill_ref`. Plain torch, any
+    device (also the CUDA path when fla is not installed).
 
     Within a chunk of C tokens with inclusive log-decay prefix sums G_i and chunk-start state S0, the writes
     u_i = beta_i (v_i - k_i^T S_{i-1}') solve the unit-lower-triangular system
@@ -182,7 +191,7 @@ def gdr_prefill_cpu(
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2], v.shape[3]
     r = Hv // Hk
-    C = CHUNK_SIZE
+    C = chunk_size(Dk)
     Nc = (T + C - 1) // C
     pad = Nc * C - T
     dev = q.device
@@ -211,9 +220,10 @@ def gdr_prefill_cpu(
     outs = []
     for c0 in range(0, Nc, per_slab):
         sl = slice(c0, c0 + per_slab)
-        o, S = _gdr_chunk_slab(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl],
-                               bc[:, :, :, sl], scale, S)
-        outs.append(o)
+        terms = _chunk_terms(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl],
+                            bc[:, :, :, sl], scale)
+        o, S = _chunk_outputs(*terms, S)
+        outs.append(o.view(B, Hk, r, -1, C, Dv))
     o = outs[0] if len(outs) == 1 else torch.cat(outs, dim=3)          # [B, Hk, r, Nc, C, Dv]
     # One copy back to [B, T, Hv, Dv], casting on the way.
     out = torch.empty(B, T, Hv, Dv, dtype=v.dtype, device=dev)
@@ -221,11 +231,16 @@ def gdr_prefill_cpu(
     return out, S.reshape(B, Hv, Dk, Dv)
 
 
-def _gdr_chunk_slab(
-    qc: Tensor, kc: Tensor, vc: Tensor, gc: Tensor, bc: Tensor, scale: float, S: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Consecutive chunks of all rows and heads: qc, kc [B, Hk, 1, n, C, Dk], vc [B, Hk, r, n, C, Dv],
-    gc, bc [B, Hk, r, n, C] (fp32), S [B*Hv, Dk, Dv] the state before the first. Returns (o, S after)."""
+def _chunk_terms(
+    qc: Tensor, kc: Tensor, vc: Tensor, gc: Tensor, bc: Tensor, scale: float
+) -> tuple[Tensor, ...]:
+    """Everything about a slab of consecutive chunks that does not depend on the chunk-start states.
+
+    Args: qc, kc [B, Hk, 1, n, C, Dk]; vc [B, Hk, r, n, C, Dv]; gc, bc [B, Hk, r, n, C] (fp32).
+    Returns, with the (B, Hk, r) heads flattened to BH = B * Hv and X = BH * n chunk blocks:
+        M [BH, n, Dk, Dk] and N [BH, n, Dk, Dv]: S_end = M S_start + N per chunk;
+        Qg [X, C, Dk], P [X, C, C], U [X, C, Dv], W [X, C, Dk]: o = Qg S0 + P (U - W S0).
+    """
     B, Hk, r, n, C = gc.shape
     Dk, Dv = kc.shape[-1], vc.shape[-1]
     BH, X = B * Hk * r, B * Hk * r * n
@@ -241,31 +256,43 @@ def _gdr_chunk_slab(
     anti_causal = torch.full((C, C), float("-inf"), device=gc.device).tril_(-1)
     decay_t = _decay_exp_((G[..., None, :] - G[..., :, None]).add_(anti_causal))
     P = ((kc @ qc.mT).mul_(scale) * decay_t).mT                         # [B, Hk, r, n, C, C]
-    # A[i, j] = beta_i e^(G_i - G_j) (k_i . k_j); only its strict lower triangle is read (unitriangular).
-    A = decay_t.mul_(kc @ kc.mT).mul_(bc[..., None, :]).mT
-    rhs = torch.cat(((bc * eG)[..., None] * kc, bc[..., None] * vc), dim=-1)
-    WU = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True)   # [W | U']
+    # A0[i, j] = beta_i (k_i . k_j) and A[i, j] = A0[i, j] e^(G_i - G_j); only strict lower triangles are read.
+    A0 = ((kc @ kc.mT) * bc[..., None, :]).mT
+    A = decay_t.mul_(A0.mT).mT
+    # NOTE: W = (I + A)^-1 (beta e^G K) = e^G (I + A0)^-1 (beta K) (A = D A0 D^-1 with D = diag(e^G)), so W is
+    # solved without decays and scaled after. Solving with e^G inside instead chains decay products below
+    # the fp32 normal range (solution rows ~ e^G_i, G_i down to hundreds): subnormal operands made the solve
+    # and every matmul that reads W 3-4x slower (measured at Qwen3.5-like g; FTZ/DAZ only reaches the
+    # calling thread, not the OpenMP workers). U' = (I + A)^-1 (beta V) stays O(1).
+    W = torch.linalg.solve_triangular(A0, bc[..., None] * kc, upper=False, unitriangular=True)
+    U = torch.linalg.solve_triangular(A, bc[..., None] * vc, upper=False, unitriangular=True)
 
     # Flatten (B, Hk, r, n) into one batch dim X = (B*Hv, n) in that order.
-    WU, P = WU.reshape(X, C, Dk + Dv), P.reshape(X, C, C)
-    W, U = WU[..., :Dk], WU[..., Dk:]
+    W, U, P = W.reshape(X, C, Dk), U.reshape(X, C, Dv), P.reshape(X, C, C)
+    dC = _decay_exp_(G_last.clone()).reshape(X, 1, 1)
+    # Transition M = e^(G_C) I - Kd^T W = e^(G_C) (I - K^T W0) with W0 the undecayed solution (Kd_j e^(G_j) =
+    # e^(G_C) k_j), so no product of two decay factors is formed; write N = Kd^T U'.
+    M = torch.bmm(kc.expand(B, Hk, r, n, C, Dk).reshape(X, C, Dk).mT, W).mul_(-dC)
+    M.diagonal(dim1=-2, dim2=-1).add_(dC[..., 0])
     Kd = (_decay_exp_(G_last - G)[..., None] * kc).reshape(X, C, Dk)
-    KdWU = torch.bmm(Kd.mT, WU)
-    dC = _decay_exp_(G_last.clone()).reshape(X, 1).expand(X, Dk)
-    M = torch.diag_embed(dC) - KdWU[..., :Dk]                           # transition [X, Dk, Dk]
-    M, N = M.view(BH, n, Dk, Dk), KdWU[..., Dk:].view(BH, n, Dk, Dv)   # write [.., Dk, Dv]
+    N = torch.bmm(Kd.mT, U)
+    W.mul_(eG.reshape(X, C, 1))                                         # W = e^G W0
+    Qg = ((scale * eG)[..., None] * qc).reshape(X, C, Dk)
+    return M.view(BH, n, Dk, Dk), N.view(BH, n, Dk, Dv), Qg, P, U, W
 
-    # Inter-chunk recurrence: one baddbmm per chunk.
-    starts = torch.empty(BH, n, Dk, Dv, device=gc.device)
+
+def _chunk_outputs(M: Tensor, N: Tensor, Qg: Tensor, P: Tensor, U: Tensor, W: Tensor,
+                   S: Tensor) -> tuple[Tensor, Tensor]:
+    """The chunk-start states of a slab (one baddbmm per chunk from S [BH, Dk, Dv], the state before its
+    first chunk), then every output from its chunk's start state: o = Qg S0 + P (U - W S0).
+    Returns (o [X, C, Dv], S after the slab)."""
+    BH, n, Dk, Dv = N.shape
+    starts = torch.empty(BH, n, Dk, Dv, device=S.device)
     for c in range(n):
         starts[:, c] = S
         S = torch.baddbmm(N[:, c], M[:, c], S)
-
-    # Outputs from each chunk's start state: o = scale e^G Q S0 + P (U' - W S0).
-    starts = starts.view(X, Dk, Dv)
-    Qg = ((scale * eG)[..., None] * qc).reshape(X, C, Dk)
-    o = torch.baddbmm(torch.bmm(Qg, starts), P, torch.baddbmm(U, W, starts, alpha=-1))   # [X, C, Dv]
-    return o.view(B, Hk, r, n, C, Dv), S
+    starts = starts.view(BH * n, Dk, Dv)
+    return torch.baddbmm(torch.bmm(Qg, starts), P, torch.baddbmm(U, W, starts, alpha=-1)), S
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -290,7 +317,7 @@ def gdr_prefill_cuda(
     Ragged rows use the same masking as `gdr_prefill_cpu` (g = 0, beta = 0 at padded positions) on the padded
     batch instead of packing tokens for `cu_seqlens`: no host sync, no gather/scatter copies, static shapes
     (CUDA-graph friendly), at the cost of computing the padded positions. Without fla the plan binds
-    `gdr_prefill_cpu`, which is device-agnostic torch; this function never switches silently.
+    `gdr_prefill_cpu` (plain torch, any device) and says so; this function never switches silently.
     """
     try:
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule
@@ -510,12 +537,13 @@ def gdr_decode_npu(
     return _gdr_decode_bnvd(q, k, v, g, beta, scale, state, torch_npu.npu_recurrent_gated_delta_rule)
 
 
-# Device -> implementation, for the plan binder. `gdr_prefill_cpu` is plain torch and also serves CUDA when
-# fla is not installed; decode uses the lean recurrence off-NPU in every plan.
+# Device (or plan variant) -> implementation, for the plan binder. `gdr_prefill_cpu` is plain torch and also
+# serves CUDA when fla is not installed ("cuda_torch"); decode uses the lean recurrence off-NPU in every plan.
 GDR_PREFILL: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
     "ref": gdr_prefill_ref,
     "cpu": gdr_prefill_cpu,
     "cuda": gdr_prefill_cuda,
+    "cuda_torch": gdr_prefill_cpu,
     "npu": gdr_prefill_npu,
 }
 GDR_DECODE: dict[str, Callable[..., Tensor]] = {

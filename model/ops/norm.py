@@ -27,13 +27,13 @@ Implementations (chosen once by the plan, see `model/optimizations.py`):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from model.ops.inductor import fused_call
 
 # ---------------------------------------------------------------------------------------------------------
 # References (pure torch, fp32 math)
@@ -164,21 +164,6 @@ def gated_rms_norm_cuda(x: Tensor, gate: Tensor, weight: Tensor, eps: float) -> 
 # ---------------------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    # NOTE: dynamic=True so every token count shares one kernel (dynamo still specialises sizes 0 and 1,
-    # i.e. one extra compile for decode). Built on first use because `torch.compile` imports dynamo and
-    # inductor (~2 s), which a plain `import model.ops.norm` should not pay.
-    return torch.compile(fn, dynamic=True)
-
-
-def _fused(fn: Callable[..., Any], *args: Any) -> Any:
-    if torch.compiler.is_compiling():
-        # Already inside a graph (graph_mode decode): inline the math and let the outer compile fuse it.
-        return fn(*args)
-    return _compiled(fn)(*args)
-
-
 def _rows(t: Tensor) -> Tensor:
     # Flatten leading dims so [T, H], [B, T, H] and [B, T, N, D] inputs share compiled kernels; a view
     # whenever the leading dims are mergeable (e.g. the per-head q slice of the interleaved q/gate output).
@@ -187,12 +172,12 @@ def _rows(t: Tensor) -> Tensor:
 
 def rms_norm_cpu(x: Tensor, gamma: Tensor, eps: float) -> Tensor:
     """`rms_norm_ref` compiled by inductor: one reduction + one elementwise pass per row, no temporaries."""
-    return _fused(rms_norm_ref, _rows(x), gamma, eps).view(x.shape)
+    return fused_call(rms_norm_ref, _rows(x), gamma, eps).view(x.shape)
 
 
 def add_rms_norm_cpu(x: Tensor, residual: Tensor, gamma: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """`add_rms_norm_ref` compiled by inductor: the add, the reduction and both outputs in one kernel."""
-    y, new_residual = _fused(add_rms_norm_ref, _rows(x), _rows(residual), gamma, eps)
+    y, new_residual = fused_call(add_rms_norm_ref, _rows(x), _rows(residual), gamma, eps)
     return y.view(x.shape), new_residual.view(x.shape)
 
 
@@ -202,7 +187,7 @@ def gated_rms_norm_cpu(x: Tensor, gate: Tensor, weight: Tensor, eps: float) -> T
     NOTE: inductor computes the fused chain in fp32 and may skip the reference's intermediate rounding of
     norm(x) to x.dtype, so bf16 results can differ from the reference by one bf16 ulp.
     """
-    return _fused(gated_rms_norm_ref, _rows(x), _rows(gate), weight, eps).view(x.shape)
+    return fused_call(gated_rms_norm_ref, _rows(x), _rows(gate), weight, eps).view(x.shape)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def build_ops(plan: Plan) -> OpSet:
         attention_decode=_pick(attention.ATTENTION_DECODE, on("fused_attention"), d, attn_key),
         # the KV write is part of the attention op family; NPU writes with scatter_update_ on either path
         write_kv=_pick(attention.WRITE_KV, on("fused_attention") or d == "npu", d, attn_key),
-        gdr_prefill=_pick(gdn.GDR_PREFILL, on("chunk_gdr"), d),
+        gdr_prefill=_pick(gdn.GDR_PREFILL, on("chunk_gdr"), d, plan.gdr_variant),
         # decode is one recurrent step on both paths (chunk_gdr is prefill only); NPU uses its recurrent op
         gdr_decode=_pick(gdn.GDR_DECODE, d == "npu", d),
         route=_pick(moe.ROUTE, on("grouped_moe") and d == "npu", d),

@@ -17,12 +17,12 @@ Implementations (chosen once by the plan):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
+
+from model.ops.inductor import fused_call
 
 
 def rope_inv_freq(rope_theta: float, rotary_dim: int) -> Tensor:
@@ -123,23 +123,12 @@ def _rope_tokens(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor
     return _rotate_slice(q, cos, sin), _rotate_slice(k, cos, sin)
 
 
-@functools.cache
-def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    # NOTE: dynamic=True so prefill lengths share one kernel (sizes 0/1 still specialise: one extra compile
-    # for T=1 decode); built on first use because `torch.compile` imports dynamo + inductor (~2 s).
-    return torch.compile(fn, dynamic=True)
-
-
 def _apply_rope_compiled(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     b, t = q.shape[:2]
     # Flatten B*T so batch and length variations share one compiled kernel.
     args = (q.reshape(b * t, *q.shape[2:]), k.reshape(b * t, *k.shape[2:]),
             cos.reshape(b * t, 1, cos.shape[-1]), sin.reshape(b * t, 1, sin.shape[-1]))
-    if torch.compiler.is_compiling():
-        # Inside an outer graph (graph_mode decode): inline, the outer compile fuses it.
-        q_out, k_out = _rope_tokens(*args)
-    else:
-        q_out, k_out = _compiled(_rope_tokens)(*args)
+    q_out, k_out = fused_call(_rope_tokens, *args)
     return q_out.view(q.shape), k_out.view(k.shape)
 
 

@@ -1,0 +1,29 @@
+"""Inductor-compiled pure-torch math, the CPU implementation of several fused ops (norms, rotary, the
+gated-delta-rule chunk terms)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+@functools.cache
+def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` under torch.compile with dynamic shapes, built once per function on first use.
+
+    NOTE: dynamic=True so token counts and batch sizes share one kernel (dynamo still specialises sizes 0 and 1:
+    one extra compile for decode). Built lazily because `torch.compile` imports dynamo and inductor (~2 s),
+    which a plain `import model` should not pay.
+    """
+    return torch.compile(fn, dynamic=True)
+
+
+def fused_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run `fn(*args)` compiled, or inline when already being traced by an outer graph (graph_mode decode),
+    where the outer compile fuses it with its neighbours."""
+    if torch.compiler.is_compiling():
+        return fn(*args)
+    return compiled(fn)(*args)
