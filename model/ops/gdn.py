@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-
 def chunk_size(head_k_dim: int) -> int:
     """Tokens per chunk in `gdr_prefill_cpu`. Smaller chunks halve the intra-chunk work per token (C x C
     blocks, the triangular solves) but double the sequential per-chunk state updates ([Dk, Dk] x [Dk, Dv]),
