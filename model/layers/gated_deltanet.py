@@ -89,19 +89,20 @@ class Qwen3_5MoeGatedDeltaNet(nn.Module):
     def _conv_prefill(self, qkv: torch.Tensor, seq_lens: torch.Tensor,
                       conv_state: torch.Tensor) -> torch.Tensor:
         """Causal depthwise conv (+SiLU) over each right-padded prompt, in the [B, T, C] layout the projection
-        produced (channels innermost, so every pass is contiguous and vectorised, and no transposed copies are
-        made); keeps the last K-1 inputs of each prompt as its conv state [B, C, K-1]."""
-        t, c = qkv.shape[1], qkv.shape[2]
-        x = F.pad(qkv, (0, 0, self.kernel - 1, 0))  # [B, K-1+T, C]
-        # prompt b's last K-1 inputs sit at padded rows [len_b, len_b + K-2]
-        rows = seq_lens.to(torch.long)[:, None] + torch.arange(self.kernel - 1, device=qkv.device)
-        conv_state.copy_(x.gather(1, rows[:, :, None].expand(-1, -1, c)).transpose(1, 2))
-        # K shifted multiply-adds instead of F.conv1d: the same causal depthwise conv, but oneDNN's depthwise
-        # kernel is ~10x slower than this for K=4 on CPU (measured 12 ms vs 0.3-1.2 ms at C=512, T=512)
+        produced (channels innermost, so every pass is contiguous and vectorised, and no transposed or padded
+        copies are made); keeps the last K-1 inputs of each prompt as its conv state [B, C, K-1]."""
+        t, c, taps = qkv.shape[1], qkv.shape[2], self.kernel
+        # prompt b's last K-1 inputs are rows len_b-K+1 .. len_b-1; rows before 0 are the zero left padding
+        rows = seq_lens.to(torch.long)[:, None] - (taps - 1) + torch.arange(taps - 1, device=qkv.device)
+        last = qkv.gather(1, rows.clamp(min=0)[:, :, None].expand(-1, -1, c)) * (rows >= 0)[:, :, None]
+        conv_state.copy_(last.transpose(1, 2))
+        # y_t = sum_s w[K-1-s] x_(t-s): one multiply-add per tap over the rows it reaches. F.conv1d computes
+        # the same, but oneDNN's depthwise kernel is ~10x slower than this for K=4 on CPU (measured 12 ms vs
+        # 0.3-1.2 ms at C=512, T=512)
         w = self.conv_weight[:, 0].t()  # [K, C]
-        y = x[:, :t] * w[0]
-        for j in range(1, self.kernel):
-            y.addcmul_(x[:, j:j + t], w[j])
+        y = qkv * w[taps - 1]
+        for s in range(1, min(taps, t)):
+            y[:, s:].addcmul_(qkv[:, :t - s], w[taps - 1 - s])
         return F.silu(y, inplace=True)
 
     def _conv_decode(self, qkv: torch.Tensor, conv_state: torch.Tensor) -> torch.Tensor:

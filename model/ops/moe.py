@@ -86,7 +86,7 @@ def _gate_up_rows(gate_up: Sequence[Tensor], e: int | Tensor) -> tuple[Tensor, .
 def _swiglu_from(h: Sequence[Tensor]) -> Tensor:
     """silu(gate) * up from either one merged [.., 2I] projection or separate gate, up projections."""
     gate, up = h[0].chunk(2, dim=-1) if len(h) == 1 else h
-    return F.silu(gate) * up
+    return F.silu(gate).mul_(up)
 
 
 def experts_ref(
