@@ -20,18 +20,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from model.ops.inductor import fused_call
+
 
 def chunk_size(head_k_dim: int) -> int:
     """Tokens per chunk in `gdr_prefill_cpu`. Smaller chunks halve the intra-chunk work per token (C x C
     blocks, the triangular solves) but double the sequential per-chunk state updates ([Dk, Dk] x [Dk, Dv]),
-    so the best size grows with the head dim: measured here (T 512-2048, B 1-4, 2 cores), 32 is 9-13% faster
-    than 64 at Dk = 32 and 5-41% slower at Dk = 64 and 128 (`python benchmarks/gdr_chunk.py`)."""
+    so the best size grows with the head dim. Measured here (`python benchmarks/gdr_chunk.py`, T 512-2048,
+    B 1-4, 2 cores, three runs): at Dk = 32, 32/64 time ratios of 0.82-0.92 except B=1 T=512 (0.87-1.04, within
+    noise); at Dk = 64 and 128, 1.05-1.54."""
     return 32 if head_k_dim <= 32 else 64
+
 
 # Decay factors below e^LOG_DECAY_FLOOR are flushed to exactly 0 in the chunked path (see `_decay_exp_`).
 LOG_DECAY_FLOOR = -30.0
@@ -157,7 +162,7 @@ def _decay_exp_(log_decay: Tensor) -> Tensor:
     return F.threshold_(log_decay, _DECAY_FLUSH, 0.0)
 
 
-def gdr_prefill_cpu(
+def gdr_prefill_chunked(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -167,8 +172,8 @@ def gdr_prefill_cpu(
     initial_state: Tensor | None = None,
     seq_lens: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Chunked gated delta rule (chunks of CHUNK_SIZE); same contract as `gdr_prefill_ref`. Plain torch, any
-    device (also the CUDA path when fla is not installed).
+    """Chunked gated delta rule (chunks of `chunk_size(Dk)` tokens) in eager torch; same contract as
+    `gdr_prefill_ref`. Any device (the CUDA path when fla is not installed).
 
     Within a chunk of C tokens with inclusive log-decay prefix sums G_i and chunk-start state S0, the writes
     u_i = beta_i (v_i - k_i^T S_{i-1}') solve the unit-lower-triangular system
@@ -187,6 +192,37 @@ def gdr_prefill_cpu(
     (u = 0, no decay). Differs from the reference only in rounding, and in flushing decay factors below
     e^LOG_DECAY_FLOOR to 0 (see `_decay_exp_`).
     """
+    return _gdr_prefill_chunked(q, k, v, g, beta, scale, initial_state, seq_lens, _chunk_terms)
+
+
+def gdr_prefill_cpu(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    scale: float,
+    initial_state: Tensor | None = None,
+    seq_lens: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """`gdr_prefill_chunked` with the state-independent chunk terms compiled by inductor: the decay, mask and
+    scaling passes fuse into a few loops (the matmuls and triangular solves stay library calls), which matters
+    once the slab's C x C blocks outgrow the cache (`python benchmarks/gdr_chunk.py`: 0.82-0.94x the eager
+    time over its six shapes). The inter-chunk recurrence stays eager, so the graph
+    has no loop over chunks; shapes compile in dynamo's automatic mode (static kernels for the first shape, one
+    dynamic recompile when the prompt length or batch changes). The first call pays the compile (~5 s here,
+    less with a warm inductor cache)."""
+    return _gdr_prefill_chunked(q, k, v, g, beta, scale, initial_state, seq_lens, _chunk_terms_compiled)
+
+
+def _chunk_terms_compiled(*args: Any) -> tuple[Tensor, ...]:
+    return fused_call(_chunk_terms, *args, dynamic=None)
+
+
+def _gdr_prefill_chunked(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, initial_state: Tensor | None,
+    seq_lens: Tensor | None, chunk_terms: Callable[..., tuple[Tensor, ...]],
+) -> tuple[Tensor, Tensor]:
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2], v.shape[3]
     r = Hv // Hk
@@ -219,7 +255,7 @@ def gdr_prefill_cpu(
     outs = []
     for c0 in range(0, Nc, per_slab):
         sl = slice(c0, c0 + per_slab)
-        terms = _chunk_terms(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl],
+        terms = chunk_terms(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl],
                             bc[:, :, :, sl], scale)
         o, S = _chunk_outputs(*terms, S)
         outs.append(o.view(B, Hk, r, -1, C, Dv))
@@ -542,7 +578,7 @@ GDR_PREFILL: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
     "ref": gdr_prefill_ref,
     "cpu": gdr_prefill_cpu,
     "cuda": gdr_prefill_cuda,
-    "cuda_torch": gdr_prefill_cpu,
+    "cuda_torch": gdr_prefill_chunked,
     "npu": gdr_prefill_npu,
 }
 GDR_DECODE: dict[str, Callable[..., Tensor]] = {

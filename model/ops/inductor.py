@@ -11,19 +11,20 @@ import torch
 
 
 @functools.cache
-def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` under torch.compile with dynamic shapes, built once per function on first use.
+def compiled(fn: Callable[..., Any], dynamic: bool | None = True) -> Callable[..., Any]:
+    """`fn` under torch.compile, built once per (function, dynamic) on first use.
 
-    NOTE: dynamic=True so token counts and batch sizes share one kernel (dynamo still specialises sizes 0 and 1:
-    one extra compile for decode). Built lazily because `torch.compile` imports dynamo and inductor (~2 s),
-    which a plain `import model` should not pay.
+    NOTE: dynamic=True (the default here) makes token counts and batch sizes share one kernel (dynamo still
+    specialises sizes 0 and 1: one extra compile for decode); None is dynamo's automatic mode (static kernels
+    for the first shape, one dynamic recompile when a shape changes). Built lazily because `torch.compile`
+    imports dynamo and inductor (~2 s), which a plain `import model` should not pay.
     """
-    return torch.compile(fn, dynamic=True)
+    return torch.compile(fn, dynamic=dynamic)
 
 
-def fused_call(fn: Callable[..., Any], *args: Any) -> Any:
+def fused_call(fn: Callable[..., Any], *args: Any, dynamic: bool | None = True) -> Any:
     """Run `fn(*args)` compiled, or inline when already being traced by an outer graph (graph_mode decode),
     where the outer compile fuses it with its neighbours."""
     if torch.compiler.is_compiling():
         return fn(*args)
-    return compiled(fn)(*args)
+    return compiled(fn, dynamic)(*args)

@@ -12,7 +12,7 @@ from model.optimizations import resolve_plan
 
 @pytest.mark.parametrize(("fla", "impl", "words"), [
     (True, gdn.gdr_prefill_cuda, "fla"),
-    (False, gdn.gdr_prefill_cpu, "fla not installed"),
+    (False, gdn.gdr_prefill_chunked, "fla not installed"),
 ])
 def test_chunk_gdr_on_cuda_binds_fla_only_when_installed(fla: bool, impl, words: str) -> None:
     plan = resolve_plan("all", Capabilities(device="cuda", device_name="test GPU", fla=fla, triton=fla))

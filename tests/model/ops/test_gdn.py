@@ -18,6 +18,7 @@ from model.ops.gdn import (
     _gdr_prefill_tnd,
     chunk_gated_delta_rule_ref,
     gdr_decode_ref,
+    gdr_prefill_chunked,
     gdr_prefill_cpu,
     gdr_prefill_ref,
     recurrent_gated_delta_rule_ref,
@@ -80,16 +81,18 @@ def check_prefill(name: str, ref: tuple, out: tuple, mask: torch.Tensor, tol: tu
     assert_close(f"{name} final_state", s_ref, s, *tol)
 
 
+@pytest.mark.parametrize("impl", [gdr_prefill_cpu, gdr_prefill_chunked], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("with_state", [False, True], ids=["h0None", "h0"])
 @pytest.mark.parametrize("case", PREFILL_CASES, ids=PREFILL_IDS)
-def test_prefill_cpu_matches_recurrence(case: tuple, with_state: bool) -> None:
+def test_prefill_cpu_matches_recurrence(case: tuple, with_state: bool, impl) -> None:
+    """The compiled-terms CPU path and the eager chunked path (CUDA without fla) against the recurrence."""
     B, T, Hk, Hv, Dk, Dv, lens = case
     x = make_inputs(B, T, Hk, Hv, Dk, Dv)
     seq_lens = None if lens is None else torch.tensor(lens)
     h0 = torch.randn(B, Hv, Dk, Dv, generator=torch.Generator().manual_seed(1)) if with_state else None
     ref = gdr_prefill_ref(**x, scale=Dk ** -0.5, initial_state=h0, seq_lens=seq_lens)
-    out = gdr_prefill_cpu(**x, scale=Dk ** -0.5, initial_state=h0, seq_lens=seq_lens)
-    check_prefill("gdr_prefill_cpu", ref, out, valid_mask(B, T, seq_lens), TOL[torch.float32])
+    out = impl(**x, scale=Dk ** -0.5, initial_state=h0, seq_lens=seq_lens)
+    check_prefill(impl.__name__, ref, out, valid_mask(B, T, seq_lens), TOL[torch.float32])
     if h0 is not None:
         assert torch.equal(h0, torch.randn(B, Hv, Dk, Dv, generator=torch.Generator().manual_seed(1))), \
             "initial_state must not be modified"
@@ -173,8 +176,8 @@ def test_prefill_cpu_makes_no_subnormals(Dk: int) -> None:
     x = make_inputs(B, T, Hk, Hv, Dk, Dk)
     x["g"] = -3.0 * torch.rand(B, T, Hv, generator=torch.Generator().manual_seed(3))
     counter = _SubnormalCounter()
-    with counter:
-        gdr_prefill_cpu(**x, scale=Dk ** -0.5)
+    with counter:  # the eager path: its ops are what the compiled chunk terms fuse
+        gdr_prefill_chunked(**x, scale=Dk ** -0.5)
     assert counter.found == {}, f"subnormal fp32 outputs per op: {counter.found}"
 
 
