@@ -24,7 +24,7 @@ STATUSES = ("ok", "error", "timeout", "killed")
 
 SUMMARY_KEYS = (
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
-    "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "peak_mem_mb",
+    "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
 )
 
 CSV_COLUMNS = (
@@ -32,7 +32,8 @@ CSV_COLUMNS = (
     "output_len", "ragged",
     *(f"req.{t}" for t in TOGGLE_NAMES), *(f"eff.{t}" for t in TOGGLE_NAMES),
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
-    "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "peak_mem_mb", "max_abs_logit_diff",
+    "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
+    "max_abs_logit_diff",
     "tokens_match", "decode_ops_per_step", "wall_s",
 )
 

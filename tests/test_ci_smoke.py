@@ -29,6 +29,8 @@ def test_smoke_scenario_runs_and_passes_the_gate(tmp_path):
     for r in results:
         assert r["trace"].get("decode_ops_per_step"), r["trace"]
         assert r["numerics"]["tokens_match"] is True
+        # the first (warm-up) prefill, which builds any compiled CPU kernels, is reported apart
+        assert r["summary"]["first_ttft_ms"] > 0
     summary = tmp_path / "gate.md"
     gate = subprocess.run([sys.executable, "-m", "perfbench.cli", "gate",
                            "--baseline", str(ROOT / "baselines/ci_smoke"), "--current", str(out),

@@ -18,17 +18,20 @@ from perfbench.profiling.events import check_events, primary_side
 NONE_LABEL = "(none)"
 ALL_OPS = "(all ops)"  # the key of the total in `op_counts_per_decode_step`
 _GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph) \w+")
+_DYNAMO_FRAME = re.compile(r"^(Torch-Compiled Region): \d+/\d+$")
 _HCOM_INSTANCE = re.compile(r"^(hcom_[A-Za-z]+?)_+\d+(_\d+)*$")
 
 
 def op_family(name: str) -> str:
     """The op a name stands for: an Ascend collective's name carries a per-call id, dropped here
     (`hcom_allReduce__586_0_1` -> `hcom_allReduce`); a compiled graph's call carries its content hash, which
-    changes with any code change (`## Call CompiledFxGraph f2tw7n... ##` -> `## Call CompiledFxGraph ##`)."""
+    changes with any code change (`## Call CompiledFxGraph f2tw7n... ##` -> `## Call CompiledFxGraph ##`); a
+    compiled region carries dynamo's frame/recompile ids, which follow the order functions were first compiled
+    in the process (`Torch-Compiled Region: 3/1` -> `Torch-Compiled Region`)."""
     match = _HCOM_INSTANCE.match(name)
     if match:
         return match.group(1)
-    return _GRAPH_HASH.sub(r"\1", name)
+    return _DYNAMO_FRAME.sub(r"\1", _GRAPH_HASH.sub(r"\1", name))
 
 
 def _op_families(names: pd.Series) -> pd.Series:

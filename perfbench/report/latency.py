@@ -40,7 +40,7 @@ def latency_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                                "toggles_on": combo_label(effective_on(r))}
         for prefix, sample_key in LATENCIES:
             row.update(latency_stats(r, prefix, sample_key))
-        for key in ("prefill_tok_s", "decode_tok_s", "compile_s", "peak_mem_mb"):
+        for key in ("prefill_tok_s", "decode_tok_s", "compile_s", "first_ttft_ms", "peak_mem_mb"):
             row[key] = r.summary.get(key)
         rows.append(row)
     return rows
@@ -61,6 +61,7 @@ def latency_section(results: Sequence[RunResult]) -> Section:
     for prefix, _ in LATENCIES:
         columns += [Column(f"{prefix}_median", ci=(f"{prefix}_ci_lo", f"{prefix}_ci_hi")),
                     Column(f"{prefix}_p90"), Column(f"{prefix}_p99"), Column(f"{prefix}_n")]
-    columns += [Column("prefill_tok_s"), Column("decode_tok_s"), Column("compile_s"), Column("peak_mem_mb")]
+    columns += [Column("prefill_tok_s"), Column("decode_tok_s"), Column("compile_s"), Column("first_ttft_ms"),
+                Column("peak_mem_mb")]
     section.blocks.append(Table("latency", columns, rows))
     return section

@@ -143,4 +143,5 @@ def test_op_family_drops_per_call_ids_and_graph_hashes():
 
     assert op_family("hcom_allReduce__586_0_1") == "hcom_allReduce"
     assert op_family("## Call CompiledFxGraph fu2sdyv2n5xpeu3mfuwc ##") == "## Call CompiledFxGraph ##"
+    assert op_family("Torch-Compiled Region: 3/1") == "Torch-Compiled Region"
     assert op_family("aten::mm") == "aten::mm"
