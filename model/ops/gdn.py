@@ -171,9 +171,12 @@ def gdr_prefill_chunked(
     scale: float,
     initial_state: Tensor | None = None,
     seq_lens: Tensor | None = None,
+    *,
+    chunk_terms: Callable[..., tuple[Tensor, ...]] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Chunked gated delta rule (chunks of `chunk_size(Dk)` tokens) in eager torch; same contract as
-    `gdr_prefill_ref`. Any device (the CUDA path when fla is not installed).
+    `gdr_prefill_ref`. Any device (the CUDA path when fla is not installed). `chunk_terms` replaces
+    `_chunk_terms` (the compiled form in `gdr_prefill_cpu`).
 
     Within a chunk of C tokens with inclusive log-decay prefix sums G_i and chunk-start state S0, the writes
     u_i = beta_i (v_i - k_i^T S_{i-1}') solve the unit-lower-triangular system
@@ -192,37 +195,6 @@ def gdr_prefill_chunked(
     (u = 0, no decay). Differs from the reference only in rounding, and in flushing decay factors below
     e^LOG_DECAY_FLOOR to 0 (see `_decay_exp_`).
     """
-    return _gdr_prefill_chunked(q, k, v, g, beta, scale, initial_state, seq_lens, _chunk_terms)
-
-
-def gdr_prefill_cpu(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    g: Tensor,
-    beta: Tensor,
-    scale: float,
-    initial_state: Tensor | None = None,
-    seq_lens: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
-    """`gdr_prefill_chunked` with the state-independent chunk terms compiled by inductor: the decay, mask and
-    scaling passes fuse into a few loops (the matmuls and triangular solves stay library calls), which matters
-    once the slab's C x C blocks outgrow the cache (`python benchmarks/gdr_chunk.py`: 0.82-0.94x the eager
-    time over its six shapes). The inter-chunk recurrence stays eager, so the graph
-    has no loop over chunks; shapes compile in dynamo's automatic mode (static kernels for the first shape, one
-    dynamic recompile when the prompt length or batch changes). The first call pays the compile (~5 s here,
-    less with a warm inductor cache)."""
-    return _gdr_prefill_chunked(q, k, v, g, beta, scale, initial_state, seq_lens, _chunk_terms_compiled)
-
-
-def _chunk_terms_compiled(*args: Any) -> tuple[Tensor, ...]:
-    return fused_call(_chunk_terms, *args, dynamic=None)
-
-
-def _gdr_prefill_chunked(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, initial_state: Tensor | None,
-    seq_lens: Tensor | None, chunk_terms: Callable[..., tuple[Tensor, ...]],
-) -> tuple[Tensor, Tensor]:
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2], v.shape[3]
     r = Hv // Hk
@@ -252,11 +224,11 @@ def _gdr_prefill_chunked(
     # NOTE: chunks are processed in slabs of about SLAB_ELEMS C x C entries: the slab's C x C blocks stay
     # cache-sized and memory stays bounded on long prompts, for a few dozen extra op calls per slab.
     per_slab = max(1, SLAB_ELEMS // (B * Hv * C * C))
+    terms_of = chunk_terms or _chunk_terms
     outs = []
     for c0 in range(0, Nc, per_slab):
         sl = slice(c0, c0 + per_slab)
-        terms = chunk_terms(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl],
-                            bc[:, :, :, sl], scale)
+        terms = terms_of(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl], bc[:, :, :, sl], scale)
         o, S = _chunk_outputs(*terms, S)
         outs.append(o.view(B, Hk, r, -1, C, Dv))
     o = outs[0] if len(outs) == 1 else torch.cat(outs, dim=3)          # [B, Hk, r, Nc, C, Dv]
@@ -264,6 +236,31 @@ def _gdr_prefill_chunked(
     out = torch.empty(B, T, Hv, Dv, dtype=v.dtype, device=dev)
     out.copy_(o.reshape(B, Hv, Nc * C, Dv)[:, :, :T].transpose(1, 2))
     return out, S.reshape(B, Hv, Dk, Dv)
+
+
+def gdr_prefill_cpu(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    scale: float,
+    initial_state: Tensor | None = None,
+    seq_lens: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """`gdr_prefill_chunked` with the state-independent chunk terms compiled by inductor: the decay, mask and
+    scaling passes fuse into a few loops (the matmuls and triangular solves stay library calls), which matters
+    once the slab's C x C blocks outgrow the cache (`python benchmarks/gdr_chunk.py`: 0.82-0.94x the eager
+    time over its six shapes). The inter-chunk recurrence stays eager, so the graph has no loop over chunks;
+    shapes compile in dynamo's automatic mode (static kernels for the first shape, one dynamic recompile when
+    the prompt length or batch changes). The first call pays the compile (~5 s here, less with a warm inductor
+    cache)."""
+    return gdr_prefill_chunked(q, k, v, g, beta, scale, initial_state, seq_lens,
+                               chunk_terms=_chunk_terms_compiled)
+
+
+def _chunk_terms_compiled(*args: Any) -> tuple[Tensor, ...]:
+    return fused_call(_chunk_terms, *args, dynamic=None)
 
 
 def _chunk_terms(

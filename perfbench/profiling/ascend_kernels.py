@@ -18,7 +18,7 @@ import pandas as pd
 from perfbench.errors import UserError
 from perfbench.profiling.categories import categorize
 from perfbench.profiling.events import events_from_columns, us_text_to_ns
-from perfbench.profiling.scopes import EMPTY_SCOPE, Scope
+from perfbench.profiling.scopes import EMPTY_SCOPE, Scope, scope_columns
 
 # Older or CANN op_summary header -> the current torch_npu name (torch_npu doc, kernel_details Table 1).
 HEADER_ALIASES = {
@@ -123,11 +123,7 @@ def kernel_events(details: KernelDetails, rank: int, origin_ns: int,
     return events_from_columns({
         "name": names,
         "category": categories,
-        "phase": [s.phase for s in row_scopes],
-        "layer": [s.layer for s in row_scopes],
-        "layer_type": [s.layer_type for s in row_scopes],
-        "module": [s.module for s in row_scopes],
-        "step": steps,
+        **scope_columns(row_scopes, steps),
         "side": ["device"] * n,
         "start_us": (np.asarray(starts, dtype=np.int64) - origin_ns) / 1000.0,
         "dur_us": table["Duration(us)"].to_numpy(dtype=float),

@@ -75,6 +75,18 @@ def merge(outer: Scope, update: Scope) -> Scope:
     return Scope(*(u if u is not None else o for o, u in zip(outer, update)))
 
 
+def scope_columns(scopes: Sequence[Scope], steps: Sequence[int | None] | None = None) -> dict[str, list]:
+    """Event-table columns phase, layer, layer_type, module and step from one Scope per event (`steps`, when
+    given, replaces the scopes' step)."""
+    return {
+        "phase": [s.phase for s in scopes],
+        "layer": [s.layer for s in scopes],
+        "layer_type": [s.layer_type for s in scopes],
+        "module": [s.module for s in scopes],
+        "step": [s.step for s in scopes] if steps is None else list(steps),
+    }
+
+
 class ScopeMerger:
     """Memoized `merge(outer, scope_update(name))`: a trace repeats the same few hundred range names."""
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from perfbench.profiling.categories import categorize
 from perfbench.profiling.events import concat_events, events_from_columns, us_text_to_ns
-from perfbench.profiling.scopes import EMPTY_SCOPE, OP, SCOPE, Scope, is_context_range, sweep
+from perfbench.profiling.scopes import EMPTY_SCOPE, OP, SCOPE, Scope, is_context_range, scope_columns, sweep
 
 HARDWARE_PROCESS = "Ascend Hardware"
 COMMUNICATION_PROCESSES = ("HCCL", "Communication")
@@ -155,11 +155,7 @@ def _table(names: list[str], categories: list[str], scopes: list[Scope], side: s
     return events_from_columns({
         "name": names,
         "category": categories,
-        "phase": [s.phase for s in scopes],
-        "layer": [s.layer for s in scopes],
-        "layer_type": [s.layer_type for s in scopes],
-        "module": [s.module for s in scopes],
-        "step": [s.step for s in scopes],
+        **scope_columns(scopes),
         "side": [side] * len(names),
         "start_us": (np.asarray(starts_ns, dtype=np.int64) - origin_ns) / 1000.0,
         "dur_us": durs_us,
