@@ -36,12 +36,19 @@ def activate(key: str) -> Platform:
     set_active(p)
     if torch._C._get_privateuse1_backend_name() != "npu":
         torch.utils.rename_privateuse1_backend("npu")
+        # Renaming makes torch.accelerator report "npu", and dynamo would then ask it for a current stream,
+        # which this CPU build cannot give. Emulated tensors live on the CPU: there is no accelerator.
+        torch.accelerator.is_available = _no_accelerator
     registry.register()
     hccl.install()
     compiler.register_backends()
     modules.install(p)
     os.environ[ENV_VAR] = p.key
     return p
+
+
+def _no_accelerator() -> bool:
+    return False
 
 
 def deactivate() -> None:

@@ -92,12 +92,14 @@ def npu_fused_infer_attention_score(
     query: Tensor, key: Tensor, value: Tensor, *, pse_shift: Tensor | None = None,
     atten_mask: Tensor | None = None, actual_seq_lengths: list[int] | None = None,
     actual_seq_lengths_kv: list[int] | None = None, num_heads: int = 1, scale: float = 1.0,
-    input_layout: str = "BSH", num_key_value_heads: int = 0, sparse_mode: int = 0, **unmodelled: object,
+    input_layout: str = "BSH", num_key_value_heads: int = 0, sparse_mode: int = 0, pre_tokens: int = 2147483647,
+    next_tokens: int = 2147483647, **unmodelled: object,
 ) -> tuple[Tensor, Tensor]:
     """FIA v1, BSH (npu_ops.md 2.4): per batch, the first actual_seq_lengths[b] queries attend the first
     actual_seq_lengths_kv[b] keys (right-down causal with sparse_mode 3); rows past the length are 0."""
     op = "npu_fused_infer_attention_score"
     _unmodelled(op, pse_shift=pse_shift, **unmodelled)
+    _band(op, sparse_mode, pre_tokens, next_tokens)
     rules.fia_v1(query, key, value, atten_mask, num_heads, input_layout, num_key_value_heads, sparse_mode)
     b, sq, _ = query.shape
     skv = key.shape[1]
@@ -122,12 +124,13 @@ def npu_fused_infer_attention_score_v2(
     actual_seq_qlen: list[int] | None = None, actual_seq_kvlen: list[int] | None = None,
     block_table: Tensor | None = None, num_query_heads: int = 1, num_key_value_heads: int = 0,
     softmax_scale: float = 1.0, input_layout: str = "BSH", sparse_mode: int = 0, block_size: int = 0,
-    **unmodelled: object,
+    pre_tokens: int = 2147483647, next_tokens: int = 2147483647, **unmodelled: object,
 ) -> tuple[Tensor, Tensor]:
     """FIA v2, TND (npu_ops.md 2.4, 1.1): cumulative actual_seq_qlen; actual_seq_kvlen cumulative without
     paging, per request with a block_table (K/V as (blocknum, block_size, Nkv*D))."""
     op = "npu_fused_infer_attention_score_v2"
     _unmodelled(op, **unmodelled)
+    _band(op, sparse_mode, pre_tokens, next_tokens)
     rules.fia_v2(query, key, value, atten_mask, block_table, num_query_heads, num_key_value_heads, input_layout,
                  sparse_mode, block_size)
     if actual_seq_qlen is None or actual_seq_kvlen is None:
@@ -158,6 +161,12 @@ def npu_fused_infer_attention_score_v2(
         offset = k_seq.shape[0] - (qe - qs) if sparse_mode in (2, 3, 4) else None
         out[qs:qe] = _attend(query[qs:qe], k_seq, v_seq, softmax_scale, offset)
     return out.to(query.dtype), _softmax_lse_placeholder(query)
+
+
+def _band(op: str, sparse_mode: int, pre_tokens: int, next_tokens: int) -> None:
+    # sparse_mode 1, 2, 3 ignore pre_tokens / next_tokens (documented); a band with mode 0 is not modelled
+    if sparse_mode == 0:
+        _unmodelled(op, pre_tokens=pre_tokens, next_tokens=next_tokens)
 
 
 def _unmodelled(op: str, **args: object) -> None:
