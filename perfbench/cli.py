@@ -12,6 +12,7 @@ import click
 
 from model.config import ConfigError
 from model.parallel_config import ParallelConfigError
+from perfbench.emulation.npu.platforms import PLATFORMS as EMULATED_NPU_PLATFORMS
 from perfbench.errors import UserError
 
 USER_ERRORS = (UserError, ConfigError, ParallelConfigError, FileNotFoundError, NotADirectoryError)
@@ -31,6 +32,19 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+EMULATE_NPU = click.option(
+    "--emulate-npu", type=click.Choice(list(EMULATED_NPU_PLATFORMS)), default=None,
+    help="Run the NPU code paths on CPU under the NPU emulator for this platform (910b = Atlas A2, "
+         "910_93 = A3, 950); results are labelled emulated, timings are CPU timings.")
+
+
+def _activate_emulator(platform: str) -> None:
+    from perfbench.emulation.npu import activate
+
+    click.echo(f"emulated npu ({platform}): NPU code paths run on CPU; timings are CPU timings", err=True)
+    activate(platform)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Measure what each Qwen3.5-MoE optimization buys, where the time goes, and whether it regressed."""
@@ -44,12 +58,16 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Validate, print the expanded runs with their plans, and stop.")
 @click.option("--resume", is_flag=True, help="Skip runs whose id already finished in --out.")
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
+@EMULATE_NPU
 @user_errors
 def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], dry_run: bool, resume: bool,
-        no_report: bool) -> None:
+        no_report: bool, emulate_npu: str | None) -> None:
     """Run SCENARIO (a YAML path or a shipped scenario name; default: the default CPU scenario)."""
     from perfbench.runner import run_scenario
 
+    if emulate_npu:
+        overrides = (*overrides, "perfbench.device=npu")  # workers inherit the emulator through its env var
+        _activate_emulator(emulate_npu)
     sys.exit(run_scenario(scenario, out_dir=out_dir, overrides=list(overrides), dry_run=dry_run, resume=resume,
                           report=not no_report))
 
@@ -121,11 +139,14 @@ def trace(path: str, out_dir: str | None) -> None:
 @main.command()
 @click.option("--check-ops", is_flag=True, help="Run every fast op of this device against its reference.")
 @click.option("--device", default="auto", show_default=True)
+@EMULATE_NPU
 @user_errors
-def doctor(check_ops: bool, device: str) -> None:
+def doctor(check_ops: bool, device: str, emulate_npu: str | None) -> None:
     """The support matrix of this machine: each toggle, its implementation, or why it is inactive."""
     from perfbench.doctor import doctor as run_doctor
 
+    if emulate_npu:
+        _activate_emulator(emulate_npu)
     sys.exit(run_doctor(device=device, check_ops=check_ops))
 
 

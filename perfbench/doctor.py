@@ -17,6 +17,7 @@ from model.config import Qwen3_5MoeTextConfig
 from model.ops import attention, gdn, moe, norm, rope
 from model.optimizations import TOGGLE_NAMES, resolve_plan
 from model.parallel_config import ParallelConfig
+from perfbench.environment import emulation_label
 from perfbench.errors import UserError
 
 LAYOUTS = {
@@ -165,5 +166,7 @@ def doctor(device: str = "auto", check_ops: bool = False) -> int:
     if not check_ops:
         return 0
     text, ok = run_op_checks(caps.device)
+    if caps.device == "npu" and emulation_label():
+        text = f"op checks on {emulation_label()}: documented input rules and semantics, CPU kernels\n{text}"
     click.echo("\n" + text)
     return 0 if ok else 1

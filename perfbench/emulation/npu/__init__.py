@@ -15,13 +15,12 @@ What it tells you and what it cannot: docs/npu_emulator.md. Everything it produc
 from __future__ import annotations
 
 import os
-
-import torch
+from typing import Any
 
 from perfbench.emulation.npu.platforms import PLATFORMS, Platform, PlatformError, active, platform, set_active
-from perfbench.emulation.npu.rules import NpuRuleError
-from perfbench.emulation.npu.runtime import tensor_device
 
+# torch is imported on first use (activate, tensor_device, NpuRuleError): the CLI imports this package for the
+# platform names only.
 __all__ = ["ENV_VAR", "PLATFORMS", "NpuRuleError", "Platform", "PlatformError", "activate", "active",
            "activate_from_env", "deactivate", "label", "tensor_device"]
 
@@ -30,6 +29,8 @@ ENV_VAR = "PERFBENCH_EMULATE_NPU"
 
 def activate(key: str) -> Platform:
     """Install the emulator for platform `key` ("910b", "910_93", "950") in this process (and its children)."""
+    import torch
+
     from perfbench.emulation.npu import compiler, hccl, modules, registry
 
     p = platform(key)
@@ -69,3 +70,17 @@ def label() -> str | None:
     """"emulated npu (<platform>)" while active, else None."""
     p = active()
     return p.label if p else None
+
+
+def tensor_device(device: str) -> str:
+    from perfbench.emulation.npu.runtime import tensor_device as mapped
+
+    return mapped(device)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NpuRuleError":
+        from perfbench.emulation.npu.rules import NpuRuleError
+
+        return NpuRuleError
+    raise AttributeError(name)

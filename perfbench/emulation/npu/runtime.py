@@ -19,8 +19,11 @@ from perfbench.emulation.npu.platforms import require_active
 
 
 def tensor_device(device: str) -> str:
-    """Where an emulated process puts the tensors of `device` ("npu" and "npu:N" -> "cpu")."""
-    return "cpu" if device.split(":", 1)[0] == "npu" else device
+    """Where this process puts the tensors of `device`: "npu"/"npu:N" -> "cpu" while the emulator is active,
+    `device` unchanged otherwise (on real hardware too)."""
+    from perfbench.emulation.npu.platforms import active
+
+    return "cpu" if active() is not None and device.split(":", 1)[0] == "npu" else device
 
 
 class _Runtime:
