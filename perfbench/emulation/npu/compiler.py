@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch.fx import GraphModule
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from perfbench.emulation.npu import rules
 
@@ -54,6 +55,17 @@ class CompilerConfig:
     def __init__(self) -> None:
         self.mode = "max-autotune"
         self.experimental_config = ExperimentalConfig()
+
+
+def _check_no_host_values(gm: GraphModule) -> None:
+    """A value read back to the host (.item(), .tolist()) or a shape that depends on data (nonzero, boolean
+    indexing) shows up as an unbacked symbol: a static device graph cannot hold it."""
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value")
+        if value is not None and free_unbacked_symbols(value):
+            raise rules.NpuRuleError(
+                f"torchair graph: `{node.format_node()}` reads a tensor value on the host or has a "
+                "data-dependent shape; a static decode graph cannot capture it")
 
 
 def _check_static(example_inputs: list[Any]) -> None:
@@ -102,6 +114,7 @@ def get_npu_backend(*, compiler_config: CompilerConfig | None = None,
 
     def ge_backend(gm: GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         _check_static(example_inputs)
+        _check_no_host_values(gm)
         if config.mode != "max-autotune":
             raise rules.NpuRuleError(f"torchair: the emulator models mode 'max-autotune' (GE), got {config.mode!r}")
         _ge_passes(gm, config)
@@ -125,6 +138,7 @@ def npugraph_ex_backend(gm: GraphModule, example_inputs: list[Any], options: dic
                         ) -> Callable[..., Any]:
     """The "npugraph_ex" dynamo backend (aclgraph capture): static shapes, no air-op conversion."""
     _check_static(example_inputs)
+    _check_no_host_values(gm)
     return gm.forward
 
 
