@@ -79,15 +79,15 @@ def all_gather_rows(group: dist.ProcessGroup, tensors: Sequence[Tensor]) -> list
 
 
 def _to_wire(t: Tensor) -> Tensor:
-    # gloo moves bool and 16-bit floats unreliably across versions: send their bits as integers
+    # gloo takes neither bool nor int16; 16-bit floats travel as fp32 (exact both ways)
     if t.dtype == torch.bool:
         return t.to(torch.int64)
     if t.dtype in (torch.float16, torch.bfloat16):
-        return t.contiguous().view(torch.int16)
+        return t.float()
     return t.contiguous()
 
 
 def _from_wire(t: Tensor, dtype: torch.dtype) -> Tensor:
     if dtype == torch.bool:
         return t.bool()
-    return t.view(dtype) if dtype in (torch.float16, torch.bfloat16) else t
+    return t.to(dtype) if dtype in (torch.float16, torch.bfloat16) else t
