@@ -1,0 +1,59 @@
+"""The whole model on the emulated NPU: every toggle requested, ragged batch, eager and graph mode, per
+platform; greedy tokens equal the CPU all-off model's.
+
+Dims: the tiny preset with the head dims the NPU ops document (GDN Dk = Dv = 128 for the chunk op; attention
+head_dim 256 takes FIA v1 BSH, 128 takes FIA v2 TND). bf16 throughout (FIA has no fp32); logits may differ by
+bf16 rounding at different points of the two paths over 4 layers, so they are compared with a tolerance and the
+greedy tokens exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from model import Qwen3_5MoeForCausalLM
+from model.backend import detect_capabilities
+from model.config import Qwen3_5MoeTextConfig
+from model.optimizations import TOGGLE_NAMES
+from perfbench.emulation import npu
+
+pytestmark = [pytest.mark.npu_emulated, pytest.mark.slow]
+PROMPTS = [[5, 17, 300, 999, 12, 40, 41], [7, 8], [1, 2, 3, 4]]
+NEW_TOKENS = 4
+LOGIT_TOL = 0.5  # bf16 logits of two op paths; greedy tokens must agree exactly
+NEEDS_WORLD = {"mm_all_reduce", "moe_dispatch_combine"}  # multi-rank toggles: inactive at world size 1
+
+
+def _config(tmp_path: Path, head_dim: int) -> Path:
+    config = dataclasses.replace(Qwen3_5MoeTextConfig.tiny(), head_dim=head_dim, linear_key_head_dim=128,
+                                 linear_value_head_dim=128).with_layers(4)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
+    return tmp_path
+
+
+@pytest.mark.parametrize("head_dim", [256, 128])
+@pytest.mark.parametrize("exe", ["eager", "ge_graph"])
+@pytest.mark.parametrize("key", tuple(npu.PLATFORMS))
+def test_all_toggles_match_cpu_all_off(emulate, tmp_path: Path, key: str, exe: str, head_dim: int) -> None:  # noqa: ANN001
+    path = _config(tmp_path, head_dim)
+    reference = Qwen3_5MoeForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device="cpu",
+                                                      optimizations="none", dummy_weights=True, seed=0)
+    expected = reference.generate(PROMPTS, max_new_tokens=NEW_TOKENS)
+    emulate(key)
+    toggles = {t: t != "graph_mode" or exe != "eager" for t in TOGGLE_NAMES}
+    model = Qwen3_5MoeForCausalLM.from_pretrained(
+        path, dtype=torch.bfloat16, device=npu.tensor_device("npu"), optimizations=toggles, dummy_weights=True,
+        seed=0, caps=detect_capabilities("npu"), exe_mode="ge_graph")
+    off = {n: d.reason for n, d in model.plan.decisions.items()
+           if d.requested and not d.on and n not in NEEDS_WORLD}
+    # a toggle the plan turns off must say why; the platform rules are the emulator's to enforce
+    assert all(off.values()), off
+    got = model.generate(PROMPTS, max_new_tokens=NEW_TOKENS)
+    torch._dynamo.reset()
+    assert got.tokens == expected.tokens
+    assert (got.logits.float() - expected.logits.float()).abs().max().item() <= LOGIT_TOL
