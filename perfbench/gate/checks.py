@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.optimizations import TOGGLE_NAMES
-from perfbench import stats
-from perfbench.gate_rules import (
+from perfbench.analysis import stats
+from perfbench.gate.rules import (
     METRICS,
     Metric,
     NumericsRule,

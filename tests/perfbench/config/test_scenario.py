@@ -12,8 +12,7 @@ from click.testing import CliRunner
 
 from model.optimizations import TOGGLE_NAMES
 from perfbench.cli import main
-from perfbench.errors import UserError
-from perfbench.scenario import (
+from perfbench.config.scenario import (
     SCENARIOS_DIR,
     SECTIONS,
     PerfbenchSection,
@@ -22,7 +21,8 @@ from perfbench.scenario import (
     list_scenarios,
     load_scenario,
 )
-from perfbench.scenario_schema import Section, field_rows
+from perfbench.config.schema import Section, field_rows
+from perfbench.errors import UserError
 
 RECIPE_35B = SCENARIOS_DIR / "recipe" / "qwen3_5_35b_ep8.yaml"
 

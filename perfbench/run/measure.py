@@ -33,7 +33,7 @@ from model.backend import Capabilities, detect_capabilities, peak_memory_mb, syn
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.tracing import scope_name
-from perfbench import stats
+from perfbench.analysis import stats
 from perfbench.results import RunResult, RunSpec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -157,7 +157,7 @@ def summarize(ttft_ms: list[float], tpot_ms: list[float], workload: Workload) ->
 def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    from perfbench.environment import collect_environment  # noqa: PLC0415
+    from perfbench.run.environment import collect_environment  # noqa: PLC0415
 
     torch.manual_seed(spec.seed)
     caps = detect_capabilities(spec.device)

@@ -16,12 +16,12 @@ from click.testing import CliRunner
 from model.optimizations import TOGGLE_NAMES
 from perfbench.cli import main
 from perfbench.errors import UserError
-from perfbench.gate import ResultFolder, evaluate, load_folder, run_gate, save_baseline
-from perfbench.gate_checks import ratio_pairs
-from perfbench.gate_rules import RatioRule, default_rules, load_rules, parse_rules
+from perfbench.gate.checks import ratio_pairs
+from perfbench.gate.engine import ResultFolder, evaluate, load_folder, run_gate, save_baseline
+from perfbench.gate.rules import RatioRule, default_rules, load_rules, parse_rules
 from perfbench.results import RunResult, write_results
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SMOKE_GATE = REPO / "scenarios" / "gates" / "ci_smoke_gate.yaml"
 
 

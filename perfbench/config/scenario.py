@@ -2,7 +2,7 @@
 
 A recipe YAML (model_config / parallel_config / scheduler_config / data_config) is a valid scenario on its
 own; every `perfbench:` option left out is derived from those sections (see `Scenario` docstring). Each YAML
-section is one dataclass whose fields carry their help text; `perfbench/scenario_schema.py` turns raw YAML
+section is one dataclass whose fields carry their help text; `perfbench/config/schema.py` turns raw YAML
 into them and reports bad input as one line naming the key path.
 """
 
@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 from model.config import PRESETS, ConfigError, Qwen3_5MoeTextConfig, load_config
 from model.optimizations import TOGGLE_NAMES
 from model.parallel_config import ParallelConfig, ParallelConfigError
+from perfbench.config.schema import Section, opt, parse_section, read_yaml, with_overrides
 from perfbench.errors import UserError
-from perfbench.scenario_schema import Section, opt, parse_section, read_yaml, with_overrides
 
-SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 DESIGNS = ("none", "grid", "one_at_a_time", "leave_one_out", "cumulative", "explicit")
 EXE_MODES = ("eager", "ge_graph", "npugraph_ex")
 # What the recipe always runs fused (npu_recipe.md 2.1: no switch, always on at HEAD).

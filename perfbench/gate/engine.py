@@ -23,9 +23,9 @@ from typing import Any
 
 import click
 
-from perfbench import stats
+from perfbench.analysis import stats
 from perfbench.errors import UserError
-from perfbench.gate_checks import (
+from perfbench.gate.checks import (
     FAIL,
     PASS,
     SKIP,
@@ -40,7 +40,7 @@ from perfbench.gate_checks import (
     run_field,
     selects,
 )
-from perfbench.gate_rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
+from perfbench.gate.rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
 from perfbench.results import RunResult, atomic_write_json, atomic_write_text, load_results
 
 ENV_SPEC_KEYS = ("device", "dtype", "world_size", "model", "num_layers")
