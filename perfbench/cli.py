@@ -84,7 +84,7 @@ def compare(a: str, b: str, out_dir: str | None) -> None:
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write a markdown summary here (+ .json beside).")
 @user_errors
 def gate(baseline: str, current: str, rules: str | None, summary: str | None) -> None:
-    """Exit 0 pass, 1 regression, 2 usage or input error."""
+    """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide)."""
     from perfbench.gate.engine import run_gate
 
     sys.exit(run_gate(Path(baseline), Path(current), Path(rules) if rules else None,
