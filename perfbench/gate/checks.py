@@ -22,8 +22,8 @@ from perfbench.gate.rules import (
     TimingRule,
     TogglesRule,
 )
-from perfbench.host_load import contention
 from perfbench.results import RunResult
+from perfbench.run.host_load import contention
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 # A timing check whose evidence cannot decide: the effect is within the noise, or the machine was contended.

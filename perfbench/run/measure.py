@@ -33,9 +33,9 @@ from model.backend import Capabilities, detect_capabilities, peak_memory_mb, syn
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.tracing import scope_name
-from perfbench import host_load
 from perfbench.analysis import stats
 from perfbench.results import RunResult, RunSpec
+from perfbench.run import host_load
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

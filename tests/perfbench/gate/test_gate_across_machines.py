@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from perfbench.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BASELINE = ROOT / "baselines" / "ci_smoke"
 SMOKE_GATE = ROOT / "perfbench" / "scenarios" / "gates" / "ci_smoke_gate.yaml"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfbench import host_load
-from perfbench.host_load import CpuSnapshot, HostLoad, contention
+from perfbench.run import host_load
+from perfbench.run.host_load import CpuSnapshot, HostLoad, contention
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux /proc")
 
