@@ -169,7 +169,7 @@ def matmul_flops(reps: int = 5, n: int = 2048, dtype: str = "float32") -> float:
 def cpu_cache_key() -> str:
     import torch
 
-    from perfbench.environment import cpu_model
+    from perfbench.run.environment import cpu_model
 
     raw = f"{cpu_model()}|{os.cpu_count()}|torch {torch.__version__}|threads {torch.get_num_threads()}"
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in raw)[:200]
