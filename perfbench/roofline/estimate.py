@@ -18,11 +18,11 @@ from model.backend import Capabilities
 from model.config import PRESETS, Qwen3_5MoeTextConfig, load_config
 from model.cost import CostToggles, CostWorkload, model_cost
 from model.optimizations import TOGGLE_NAMES, TOGGLES, Plan
+from perfbench.config.scenario import Scenario, load_scenario
+from perfbench.config.sweep import compact, plan_sweep
 from perfbench.errors import UserError
 from perfbench.roofline.peaks import DevicePeaks, device_peaks
 from perfbench.roofline.pricing import PhaseEstimate, estimate_model
-from perfbench.config.scenario import Scenario, load_scenario
-from perfbench.config.sweep import compact, plan_sweep
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 PLATFORM_DEVICE = {"A2": "ascend910b", "A3": "ascend910_93", "950": "ascend950dt"}
