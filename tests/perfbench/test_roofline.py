@@ -120,3 +120,42 @@ def test_estimate_bad_input_is_one_line(tmp_path: Path) -> None:
     unsourced = runner.invoke(main, ["estimate", "qwen3_5_35b_ep8", "--device", "ascend950dt", "--out",
                                      str(tmp_path)])
     assert unsourced.exit_code == 2 and "bfloat16" in unsourced.output
+
+
+def test_measured_next_to_roofline_per_phase_and_category() -> None:
+    import pandas as pd
+
+    from model.backend import Capabilities
+    from model.optimizations import resolve_plan
+    from model.parallel_config import ParallelConfig
+    from perfbench.roofline.measured import roofline_table
+    from tests.model.test_cost import micro
+
+    plan = resolve_plan("none", Capabilities(device="cpu", device_name="cpu"), ParallelConfig(), micro())
+    # 1 GFLOP/s and 1 GB/s: 1 FLOP or 1 byte = 1 ns
+    peaks = DevicePeaks("slow", "slow", "cpu", flops={"bfloat16": 1e9}, memory_Bps=1e9)
+    events = pd.DataFrame({
+        "side": ["host"] * 4, "phase": ["prefill", "prefill", "prefill", "decode"],
+        "category": ["attention", "attention", "matmul", "attention"], "dur_us": [1.0, 2.0, 5.0, 4.0]})
+    table = roofline_table(events, micro(), ParallelConfig(), plan, [3, 3], 5, "bfloat16", peaks)
+    row = table[(table.phase == "prefill") & (table.category == "attention")].iloc[0]
+    # the attention layer's attention-category ops in prefill (6 rows, 2 heads of 4, 1 KV head, bf16):
+    # KV write 48 elements read + written = 192 B; core 384 FLOP vs 288 B; output gate 96 FLOP vs 288 B
+    assert row.roofline_us == pytest.approx((192 + 384 + 288) / 1000)
+    assert row.measured_us == 3.0
+    assert row.pct_of_roofline == pytest.approx(100 * 0.864 / 3.0)
+    assert row.achieved_tflops == pytest.approx((384 + 96) / 3e-6 / 1e12)
+    assert row.gap_us == pytest.approx(3.0 - 0.864)
+    decode = table[(table.phase == "decode") & (table.category == "attention")].iloc[0]
+    assert decode.steps == 4  # output_len 5: four decode steps after the prefill's token
+    total = table[(table.phase == "prefill") & (table.category == "(all)")].iloc[0]
+    assert total.measured_us == 8.0
+    assert set(table.category) >= {"gdn", "moe-experts", "norm", "rope", "matmul"}
+
+
+def test_peaks_for_run_picks_the_documented_device() -> None:
+    from perfbench.roofline.measured import peaks_for_run
+
+    assert peaks_for_run("cuda", "NVIDIA H100 80GB HBM3").name == "h100-sxm"
+    assert peaks_for_run("npu", "Ascend910_9392", "A3").name == "ascend910_93"
+    assert peaks_for_run("cuda", "NVIDIA GeForce GTX 1080") is None
