@@ -22,8 +22,8 @@ Counting rules (docs/roofline.md has the full list):
 - Collective payloads follow model/ops/comm.py's `CommEvent`: all_reduce the tensor, all_gather the local
   block, all_to_all the rows addressed to other ranks. Wire bytes (what a link carries per rank) are
   2(n-1)/n of the payload for a ring all_reduce and (n-1) blocks for all_gather.
-- Elementwise work is counted where it moves a full activation (norms, RoPE, gates, conv); small per-head
-  scalars (beta, decay g, routing weights) are not. Host time (launches, syncs) is not a roofline quantity:
+- Elementwise work is counted where it moves an activation (norms, RoPE, gates, conv, beta and decay); the
+  routing weights' scaling inside the expert kernels is not. Host time (launches, syncs) is not a roofline quantity:
   it is reported as a launch count beside the roofline.
 """
 
@@ -301,6 +301,9 @@ class _Builder:
         self.add(lt, "gdn", "causal conv1d + silu", flops=2.0 * taps * n * conv + n * conv,
                  weight_bytes=float(conv * taps * e), act_bytes=float(2 * n * conv * e), state_bytes=float(state),
                  launches=1)
+        # beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias): per value head, reads dt_bias and A_log
+        self.add(lt, "gdn", "beta + decay gates", flops=6.0 * n * hv, weight_bytes=float(2 * hv * e),
+                 act_bytes=float(n * 2 * hv * (e + 4)), launches=2)
         qk = n * 2 * kd
         self.add(lt, "gdn", "q/k l2 norm", flops=3.0 * qk, act_bytes=float(qk * e + qk * 4), launches=1)
         state_size = b * hv * dk * dv * 4  # fp32 recurrent state of the batch

@@ -243,3 +243,29 @@ def test_full_size_configs_cost_in_milliseconds() -> None:
     tp16 = ParallelConfig(world_size=16, attn_tp_size=16, moe_tp_size=16, embed_tp_size=16, lmhead_tp_size=16)
     c = model_cost(config, tp16, CostWorkload.uniform(1, 1024, 128), CostToggles())
     assert len(c.decode.ops) > 60 * 10
+
+
+def test_weights_read_by_a_batch_1_decode_step_match_the_built_model() -> None:
+    """At batch 1 a decode step reads every non-expert weight, one embedding row and exactly K experts per
+    layer (one token picks K distinct experts): counted from the parameters of the model itself."""
+    import torch
+
+    from model import Qwen3_5MoeForCausalLM
+
+    model = Qwen3_5MoeForCausalLM.from_pretrained("tiny", dtype=torch.float32, optimizations="none")
+    k = model.config.num_experts_per_tok
+    expected = 0
+    for name, p in model.named_parameters():
+        size = p.numel() * p.element_size()
+        if name.startswith("embed_tokens."):
+            expected += size // p.shape[0]
+        elif ".mlp.experts." in name:
+            expected += size // p.shape[0] * k
+        else:
+            expected += size
+    c = model_cost(model.config, ParallelConfig(), CostWorkload.uniform(1, 4, 2, dtype_bytes=4), CostToggles())
+    assert c.decode.total("weight_bytes") == pytest.approx(expected)
+    from model.cost import total_weight_bytes
+
+    held = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert total_weight_bytes(model.config, ParallelConfig(), 4) == held
