@@ -193,6 +193,18 @@ def render(scenario: Scenario, peaks: DevicePeaks, plans: list[PlanEstimate], ef
         lines += ["  " + line for line in _table(
             ["phase", "category", "GFLOP", "MB moved", "MB on links", "compute ms", "memory ms", "comm ms",
              "roofline ms"], cat_rows)]
+        coll_rows = [[est.phase, c.collective, f"{c.calls:.0f}", f"{c.payload_bytes / 1e6:.3f}",
+                      f"{c.wire_bytes / 1e6:.3f}", _ms(c.seconds)]
+                     for est in (first.prefill, first.decode) for c in est.collectives]
+        if coll_rows:
+            lines.append("  collectives (per rank; payload as the model records it, wire = what the links carry):")
+            lines += ["    " + line for line in _table(
+                ["phase", "collective", "calls", "payload MB", "wire MB", "ms"], coll_rows)]
+        names = {"full_attention": "full attention layers", "linear_attention": "GDN layers",
+                 "": "embedding, final norm, lm_head"}
+        lines.append("  by layer type (roofline ms): " + "; ".join(
+            f"{est.phase} " + ", ".join(f"{names.get(k, k)} {_ms(v)}" for k, v in est.layer_types.items())
+            for est in (first.prefill, first.decode)))
     if effects:
         lines.append("most each toggle can change (all possible toggles on, then this one off; + = time it saves):")
         lines += ["  " + line for line in _table(

@@ -8,7 +8,7 @@ synchronously after the op that feeds them); an op whose collective is fused int
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from model.cost import ModelCost, OpCost, PhaseCost
 from perfbench.roofline.peaks import DevicePeaks
@@ -82,6 +82,17 @@ def category_rows(priced: list[PricedOp]) -> list[CategoryRow]:
 
 
 @dataclass(frozen=True)
+class CollectiveRow:
+    """One collective kind in one step of a phase: payload and wire bytes, calls, time at link bandwidth."""
+
+    collective: str
+    calls: float
+    payload_bytes: float
+    wire_bytes: float
+    seconds: float
+
+
+@dataclass(frozen=True)
 class PhaseEstimate:
     phase: str
     roofline_s: float  # one step of the phase
@@ -90,14 +101,31 @@ class PhaseEstimate:
     comm_s: float
     launches: float
     categories: list[CategoryRow]
+    collectives: list[CollectiveRow] = field(default_factory=list)
+    layer_types: dict[str, float] = field(default_factory=dict)  # layer type ("" outside layers) -> roofline s
+
+
+def collective_rows(priced: list[PricedOp], link_Bps: float | None) -> list[CollectiveRow]:
+    totals: dict[str, list[float]] = {}
+    for p in priced:
+        for kind, payload in p.op.comm.items():
+            row = totals.setdefault(kind, [0.0, 0.0, 0.0])
+            row[0] += p.op.launches
+            row[1] += payload
+            row[2] += p.op.wire.get(kind, 0.0)
+    return [CollectiveRow(kind, calls, payload, wire, wire / link_Bps if link_Bps else 0.0)
+            for kind, (calls, payload, wire) in sorted(totals.items())]
 
 
 def estimate_phase(phase: PhaseCost, peaks: DevicePeaks, dtype: str) -> PhaseEstimate:
     priced = price_phase(phase, peaks, dtype)
+    layer_types: dict[str, float] = {}
+    for p in priced:
+        layer_types[p.op.layer_type] = layer_types.get(p.op.layer_type, 0.0) + p.roofline_s
     return PhaseEstimate(
         phase.phase, sum(p.roofline_s for p in priced), sum(p.compute_s for p in priced),
         sum(p.memory_s for p in priced), sum(p.comm_s for p in priced), sum(p.op.launches for p in priced),
-        category_rows(priced))
+        category_rows(priced), collective_rows(priced, peaks.link_Bps), layer_types)
 
 
 def estimate_model(cost: ModelCost, peaks: DevicePeaks, dtype: str) -> tuple[PhaseEstimate, PhaseEstimate]:
