@@ -30,7 +30,6 @@ Counting rules (docs/roofline.md has the full list):
 from __future__ import annotations
 
 import fnmatch
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -42,7 +41,6 @@ from model.parallel_config import ParallelConfig
 # measurements join on (phase, category).
 CATEGORIES = ("attention", "gdn", "moe-routing", "moe-experts", "norm", "rope", "matmul", "communication",
               "other")
-COLLECTIVES = ("all_reduce", "all_gather", "all_to_all", "dispatch_combine")
 GDR_CHUNK = 64  # chunk length of the chunked delta rule (npu_chunk_gated_delta_rule, fla, the CPU kernel)
 EP_EXCHANGES = ("double_routing", "dispatch_combine_npu", "static_padded")
 
@@ -138,11 +136,6 @@ class OpCost:
     def wire_bytes(self) -> float:
         return sum(self.wire.values())
 
-    def scaled(self, factor: float) -> OpCost:
-        return OpCost(self.phase, self.layer_type, self.category, self.op, self.flops * factor,
-                      self.weight_bytes * factor, self.act_bytes * factor, self.state_bytes * factor,
-                      {k: v * factor for k, v in self.comm.items()}, {k: v * factor for k, v in self.wire.items()},
-                      self.launches * factor, self.overlap)
 
 
 @dataclass(frozen=True)
@@ -156,11 +149,6 @@ class PhaseCost:
     def total(self, attr: str) -> float:
         return sum(getattr(op, attr) for op in self.ops)
 
-    def by_category(self) -> dict[str, list[OpCost]]:
-        out: dict[str, list[OpCost]] = {}
-        for op in self.ops:
-            out.setdefault(op.category, []).append(op)
-        return out
 
 
 @dataclass(frozen=True)
@@ -214,15 +202,16 @@ class _Builder:
         self.ops: list[OpCost] = []
 
     def add(self, layer_type: str, category: str, op: str, **kw: object) -> OpCost:
+        if category not in CATEGORIES:
+            raise AssertionError(f"{op}: category {category!r} is not one of {CATEGORIES}")
         cost = OpCost(self.phase, layer_type, category, op, **kw)  # type: ignore[arg-type]
         self.ops.append(cost)
         return cost
 
     # one GEMM (or its separate parts) of n rows
-    def projection(self, layer_type: str, op: str, rows: int, in_features: int, outs: Iterable[int],
-                   mergeable: bool = True) -> None:
+    def projection(self, layer_type: str, op: str, rows: int, in_features: int, outs: Iterable[int]) -> None:
         outs = list(outs)
-        parts = 1 if (self.t.merged_projections or not mergeable) else len(outs)
+        parts = 1 if self.t.merged_projections else len(outs)
         total_out = sum(outs)
         self.add(layer_type, "matmul", op, flops=2.0 * rows * in_features * total_out,
                  weight_bytes=float(in_features * total_out * self.e),
@@ -463,23 +452,9 @@ def total_weight_bytes(config: Qwen3_5MoeTextConfig, parallel: ParallelConfig, d
     return float((layers + s.embed_vocab * h + s.lmhead_vocab * h + h) * dtype_bytes)
 
 
-def summarize(phase: PhaseCost) -> dict[str, float]:
-    """Totals of a phase: flops, bytes by kind, comm payload and wire bytes, launches."""
-    return {
-        "flops": phase.total("flops"), "weight_bytes": phase.total("weight_bytes"),
-        "act_bytes": phase.total("act_bytes"), "state_bytes": phase.total("state_bytes"),
-        "bytes": phase.total("bytes"), "comm_bytes": phase.total("comm_bytes"),
-        "wire_bytes": phase.total("wire_bytes"), "launches": phase.total("launches"),
-    }
-
-
-def arithmetic_intensity(phase: PhaseCost) -> float:
-    moved = phase.total("bytes")
-    return phase.total("flops") / moved if moved else math.inf
 
 
 __all__ = [
-    "CATEGORIES", "COLLECTIVES", "GDR_CHUNK", "CostError", "CostToggles", "CostWorkload", "ModelCost", "OpCost",
-    "PhaseCost", "arithmetic_intensity", "expected_distinct_experts", "model_cost", "summarize",
-    "total_weight_bytes",
+    "CATEGORIES", "EP_EXCHANGES", "GDR_CHUNK", "CostError", "CostToggles", "CostWorkload", "ModelCost", "OpCost",
+    "PhaseCost", "expected_distinct_experts", "model_cost", "total_weight_bytes",
 ]

@@ -56,3 +56,12 @@ def test_measured_next_to_roofline_per_phase_and_category() -> None:
     assert set(table.category) >= {"gdn", "moe-experts", "norm", "rope", "matmul"}
 
 
+
+
+def test_cost_categories_are_the_profiler_categories() -> None:
+    """Estimates and measurements join on category names: model/cost.py cannot import perfbench, so its copy
+    must stay equal to the profiler's."""
+    from model.cost import CATEGORIES
+    from perfbench.profiling.categories import CATEGORIES as PROFILER_CATEGORIES
+
+    assert CATEGORIES == PROFILER_CATEGORIES
