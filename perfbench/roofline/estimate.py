@@ -173,7 +173,11 @@ def render(scenario: Scenario, peaks: DevicePeaks, plans: list[PlanEstimate], ef
              f"world_size {pc.world_size}, attn_tp {pc.attn_tp_size}, moe_tp {pc.moe_tp_size}, "
              f"moe_ep {pc.moe_ep_size}",
              "TTFT = prefill floor, TPOT = mean decode step floor (max of compute and memory time at peak per op, "
-             "plus collectives at link bandwidth); host overhead is outside the roofline"]
+             "plus collectives at link bandwidth); host overhead is outside the roofline",
+             "peaks per rank: " + ", ".join(f"{d} {v / 1e12:.1f} TFLOP/s" for d, v in peaks.flops.items())
+             + (f", memory {peaks.memory_Bps / 1e9:.0f} GB/s" if peaks.memory_Bps else "")
+             + (f", link {peaks.link_Bps / 1e9:.0f} GB/s per direction" if peaks.link_Bps else "")
+             + (" (measured here)" if peaks.measured else " (sources: perfbench/roofline/device_peaks.yaml)")]
     header = ["plan", "shape", "toggles", "TTFT ms", "TPOT ms", "prefill c/m/comm ms", "decode c/m/comm ms",
               "decode launches"]
     rows = []
@@ -211,9 +215,8 @@ def render(scenario: Scenario, peaks: DevicePeaks, plans: list[PlanEstimate], ef
             ["toggle", "TTFT ms", "TPOT ms", "decode launches", "note"],
             [[e.toggle, f"{e.ttft_ms_saved:+.3f}", f"{e.tpot_ms_saved:+.3f}", f"{e.decode_launches_saved:+.0f}", e.note]
              for e in effects])]
-    missing = [k for k in ("memory_GBps",) if k not in peaks.sources]
-    if peaks.note or missing:
-        lines.append(f"note: {peaks.note}".rstrip())
+    if peaks.note:
+        lines.append(f"note: {' '.join(peaks.note.split())}")
     return "\n".join(lines)
 
 
