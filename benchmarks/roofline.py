@@ -67,7 +67,7 @@ def main() -> None:
     on = {name: model.plan.on(name) for name in TOGGLE_NAMES}
     # output_len steps + 1 so the mean decode KV length is the timed steps' mean (prompt + steps / 2)
     cost = model_cost(model.config, ParallelConfig(), CostWorkload.uniform(1, args.prompt, args.steps + 1, 4),
-                      CostToggles.from_states(on), "static_padded")
+                      CostToggles.from_states(on), "cpu")
     prefill_est, decode_est = estimate_model(cost, peaks, "float32")
     step_bytes, weight_bytes = cost.decode.total("bytes"), cost.decode.total("weight_bytes")
     prefill_flops = cost.prefill.total("flops")

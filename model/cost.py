@@ -17,8 +17,9 @@ Counting rules (docs/roofline.md has the full list):
 - Decode is one step at the mean KV length of the output (prompt + output_len / 2), exact for counts that
   are linear in the KV length; there are output_len - 1 decode steps (prefill makes the first token).
 - Routed experts read the weights of the experts that are hit: E_r * (1 - (1 - K/E)^N) expected distinct
-  experts for N tokens drawing K of E uniformly (E_r: this rank's experts). Expert FLOPs follow the pairs a
-  rank computes (N*K, or N*K/ep under EP with balanced routing).
+  experts for N tokens drawing K of E uniformly (E_r: this rank's experts), except the gathered decode kernels
+  (cuda, cpu graph) that read one expert per (token, k) pair. Expert FLOPs follow the pairs a rank computes
+  (N*K, or N*K/ep under EP with balanced routing).
 - Collective payloads follow model/ops/comm.py's `CommEvent`: all_reduce the tensor, all_gather the local
   block, all_to_all the rows addressed to other ranks. Wire bytes (what a link carries per rank) are
   2(n-1)/n of the payload for a ring all_reduce and (n-1) blocks for all_gather.
@@ -42,7 +43,7 @@ from model.parallel_config import ParallelConfig
 CATEGORIES = ("attention", "gdn", "moe-routing", "moe-experts", "norm", "rope", "matmul", "communication",
               "other")
 GDR_CHUNK = 64  # chunk length of the chunked delta rule (npu_chunk_gated_delta_rule, fla, the CPU kernel)
-EP_EXCHANGES = ("double_routing", "dispatch_combine_npu", "static_padded")
+DEVICES = ("npu", "cuda", "cpu")  # the plan binds different expert and EP kernels per device
 
 
 class CostError(ValueError):
@@ -190,9 +191,9 @@ class _Builder:
     """Collects the ops of one phase for one configuration."""
 
     def __init__(self, config: Qwen3_5MoeTextConfig, parallel: ParallelConfig, workload: CostWorkload,
-                 toggles: CostToggles, phase: str, ep_exchange: str) -> None:
+                 toggles: CostToggles, phase: str, device: str) -> None:
         self.c, self.p, self.w, self.t, self.phase = config, parallel, workload, toggles, phase
-        self.ep_exchange = ep_exchange
+        self.device = device
         self.layout = ParallelLayout(parallel, 0)
         self.sizes = LocalSizes.of(config, self.layout)
         self.e = workload.dtype_bytes
@@ -338,10 +339,17 @@ class _Builder:
         inter = s.moe_intermediate
         hit = expected_distinct_experts(c.num_experts, k, n, s.num_experts)
         gemms = 2 if self.t.merged_projections else 3  # merged w13 + down, or gate, up, down
-        self.add(lt, "moe-experts", "routed experts", flops=6.0 * pairs * h * inter,
-                 weight_bytes=hit * 3 * h * inter * e,
-                 act_bytes=pairs * (h + 2 * inter + inter + h) * e,
-                 launches=(gemms + 2) if self.t.grouped_moe else hit * (gemms + 3) + 1)
+        slab = 3 * h * inter * e  # one expert's gate, up and down
+        act = pairs * (h + 2 * inter + inter + h) * e
+        gathered = self.t.grouped_moe and not self.prefill and (
+            self.device == "cuda" or (self.device == "cpu" and self.t.graph_mode))
+        if gathered:  # one slab per (token, k) pair; CUDA copies the slabs first (written, then read by bmm)
+            weights = pairs * slab
+            act += 2 * pairs * slab if self.device == "cuda" else 0
+        else:
+            weights = hit * slab
+        self.add(lt, "moe-experts", "routed experts", flops=6.0 * pairs * h * inter, weight_bytes=weights,
+                 act_bytes=act, launches=(gemms + 2) if self.t.grouped_moe else hit * (gemms + 3) + 1)
         moe_tp = self.layout.size("moe_tp")
         if moe_tp > 1:
             comm, wire = _all_reduce(float(n * h * e), moe_tp)
@@ -364,7 +372,7 @@ class _Builder:
         h, e = self.c.hidden_size, self.e
         remote_rows = local * k * (ep - 1) / ep  # balanced routing: 1/ep of the pairs stay on this rank
         use_dc = self.t.moe_dispatch_combine and not self.prefill
-        if use_dc and self.ep_exchange == "static_padded":
+        if use_dc and self.device != "npu":
             er = self.c.num_experts // ep
             capacity = local * min(k, er)
             rows = (ep - 1) * capacity * (h * e + 8)  # fixed-capacity block per peer, int64 id column
@@ -423,19 +431,20 @@ class _Builder:
 
 
 def model_cost(config: Qwen3_5MoeTextConfig, parallel: ParallelConfig, workload: CostWorkload,
-               toggles: CostToggles, ep_exchange: str = "dispatch_combine_npu") -> ModelCost:
+               toggles: CostToggles, device: str = "npu") -> ModelCost:
     """Prefill and one (mean) decode step on rank 0.
 
-    `ep_exchange` says what moe_dispatch_combine runs as on the device: "dispatch_combine_npu" (MC2 sends
-    the routed rows only), "static_padded" (the CPU/CUDA fixed-capacity all_to_all) or "double_routing"
-    (treat the toggle as having no effect on bytes).
+    `device` picks the kernels the plan binds there (model/ops/moe.py, model/ops/comm.py): moe_dispatch_combine is
+    MC2 on npu (the routed rows only) and a fixed-capacity all_to_all elsewhere; grouped_moe decode reads each
+    hit expert once on npu (grouped matmul) and on cpu eager (sorted grouped matmul), but one expert slab per
+    (token, k) pair on cuda (gathered copy, then bmm) and on cpu under graph_mode (gather-reduce in place).
     """
-    if ep_exchange not in EP_EXCHANGES:
-        raise CostError(f"ep_exchange must be one of {', '.join(EP_EXCHANGES)}, got {ep_exchange!r}")
+    if device not in DEVICES:
+        raise CostError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     parallel.validate(config)
     return ModelCost(
-        prefill=_Builder(config, parallel, workload, toggles, "prefill", ep_exchange).build(),
-        decode=_Builder(config, parallel, workload, toggles, "decode", ep_exchange).build(),
+        prefill=_Builder(config, parallel, workload, toggles, "prefill", device).build(),
+        decode=_Builder(config, parallel, workload, toggles, "decode", device).build(),
     )
 
 
@@ -455,6 +464,6 @@ def total_weight_bytes(config: Qwen3_5MoeTextConfig, parallel: ParallelConfig, d
 
 
 __all__ = [
-    "CATEGORIES", "EP_EXCHANGES", "GDR_CHUNK", "CostError", "CostToggles", "CostWorkload", "ModelCost", "OpCost",
+    "CATEGORIES", "DEVICES", "GDR_CHUNK", "CostError", "CostToggles", "CostWorkload", "ModelCost", "OpCost",
     "PhaseCost", "expected_distinct_experts", "model_cost", "total_weight_bytes",
 ]

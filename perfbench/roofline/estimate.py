@@ -111,7 +111,6 @@ def estimate_scenario(scenario: Scenario, peaks: DevicePeaks) -> tuple[list[Plan
     dtype = scenario.perfbench.dtype
     if dtype == "auto":
         dtype = "float32" if caps.device == "cpu" else "bfloat16"
-    ep_exchange = "dispatch_combine_npu" if caps.device == "npu" else "static_padded"
     sweep = plan_sweep(scenario, caps)
     parallel = scenario.parallel_config
     parallel.validate(config)
@@ -121,7 +120,7 @@ def estimate_scenario(scenario: Scenario, peaks: DevicePeaks) -> tuple[list[Plan
         spec = run.spec
         cost = model_cost(config, parallel,
                           _workload(spec.batch_size, spec.input_len, spec.output_len, spec.ragged, DTYPE_BYTES[dtype]),
-                          CostToggles.from_states(_on(run.plan)), ep_exchange)
+                          CostToggles.from_states(_on(run.plan)), caps.device)
         prefill, decode = estimate_model(cost, peaks, dtype)
         out.append(PlanEstimate(run.label, spec.batch_size, spec.input_len, spec.output_len, spec.ragged,
                                 compact(run.plan), prefill, decode, run.plan.on("graph_mode")))
@@ -135,14 +134,14 @@ def estimate_scenario(scenario: Scenario, peaks: DevicePeaks) -> tuple[list[Plan
         wl = _workload(batch, input_len, int(workload.output_len or 1), workload.ragged, DTYPE_BYTES[dtype])
         full = resolve_plan("all", caps, parallel, config, scenario.model_config.exe_mode)
         base_on = _on(full)
-        base = estimate_model(model_cost(config, parallel, wl, CostToggles.from_states(base_on), ep_exchange),
+        base = estimate_model(model_cost(config, parallel, wl, CostToggles.from_states(base_on), caps.device),
                               peaks, dtype)
         for name in TOGGLE_NAMES:
             if not base_on[name]:
                 effects.append(ToggleEffect(name, 0.0, 0.0, 0.0, f"inactive here: {full.decisions[name].reason}"))
                 continue
             off = estimate_model(model_cost(config, parallel, wl, CostToggles.from_states({**base_on, name: False}),
-                                            ep_exchange), peaks, dtype)
+                                            caps.device), peaks, dtype)
             if name == "graph_mode":
                 note = "host overhead only (outside the roofline): one graph launch per decode step"
                 launches = off[1].launches - 1.0

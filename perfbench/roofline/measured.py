@@ -51,7 +51,7 @@ def roofline_table(events: pd.DataFrame, config: Qwen3_5MoeTextConfig, parallel:
     the profiled iteration. pct_of_roofline = roofline / measured; gap_us = measured - roofline."""
     on = {name: plan.on(name) for name in TOGGLE_NAMES}
     cost = model_cost(config, parallel, CostWorkload(tuple(prompt_lens), output_len, DTYPE_BYTES[dtype]),
-                      CostToggles.from_states(on), "dispatch_combine_npu" if plan.device == "npu" else "static_padded")
+                      CostToggles.from_states(on), plan.device)
     side = primary_side(events) if len(events) else "host"
     rows = events[events["side"] == side]
     measured = rows.groupby(["phase", "category"])["dur_us"].sum() if len(rows) else pd.Series(dtype=float)

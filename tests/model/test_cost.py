@@ -128,6 +128,26 @@ def test_grouped_moe_changes_launches_not_bytes() -> None:
     assert loop.launches == 3 * (3 + 3) + 1  # per hit expert: 3 GEMMs, gather, act, index_add; + unique
 
 
+def test_gathered_decode_experts_read_one_expert_per_pair() -> None:
+    # decode: 2 tokens x top-2 = 4 (token, k) pairs; one expert slab is 3 x 8 x 2 x 2 bytes = 96
+    npu = op(model_cost(micro(), ParallelConfig(), WORKLOAD, CostToggles(grouped_moe=True), "npu").decode.ops,
+             "routed experts")
+    assert npu.weight_bytes == pytest.approx(3 * 96)  # grouped matmul: the 3 expected distinct experts
+    cuda = op(model_cost(micro(), ParallelConfig(), WORKLOAD, CostToggles(grouped_moe=True), "cuda").decode.ops,
+              "routed experts")
+    assert cuda.weight_bytes == 4 * 96
+    assert cuda.act_bytes == 4 * (8 + 4 + 2 + 8) * 2 + 2 * 4 * 96  # + the gathered copy written and read
+    cpu_graph = op(model_cost(micro(), ParallelConfig(), WORKLOAD, CostToggles(grouped_moe=True, graph_mode=True),
+                              "cpu").decode.ops, "routed experts")
+    assert cpu_graph.weight_bytes == 4 * 96 and cpu_graph.act_bytes == 4 * 22 * 2  # read in place, no copy
+    cpu_eager = op(model_cost(micro(), ParallelConfig(), WORKLOAD, CostToggles(grouped_moe=True), "cpu").decode.ops,
+                   "routed experts")
+    assert cpu_eager.weight_bytes == pytest.approx(3 * 96)  # sorted grouped matmul
+    prefill = op(model_cost(micro(), ParallelConfig(), WORKLOAD, CostToggles(grouped_moe=True), "cuda").prefill.ops,
+                 "routed experts")
+    assert prefill.weight_bytes == pytest.approx(3.9375 * 96)
+
+
 def test_add_rms_norm_fused_and_unfused() -> None:
     ops = cost().prefill.ops
     unfused = op(ops, "post-attention norm", "full_attention")
@@ -218,7 +238,7 @@ def test_ep_dispatch_combine_bytes() -> None:
     # decode: 2 tokens, 1 per rank, 2 pairs, 1 to the other rank
     mc2 = op(cost(EP2, moe_dispatch_combine=True).decode.ops, "dispatch/combine (MC2)")
     assert mc2.comm == {"dispatch_combine": 2 * 1 * 8 * 2}
-    static = model_cost(micro(), EP2, WORKLOAD, CostToggles(moe_dispatch_combine=True), "static_padded")
+    static = model_cost(micro(), EP2, WORKLOAD, CostToggles(moe_dispatch_combine=True), "cpu")
     padded = op(static.decode.ops, "dispatch/combine (static)")
     # capacity 1 token x min(2, 2) rows per peer, each 8 bf16 + one int64 id; out and back
     assert padded.comm == {"all_to_all": 2 * 1 * 2 * (8 * 2 + 8)}
