@@ -380,9 +380,10 @@ class _Builder:
             self.add(lt, "communication", "dispatch/combine (static)", comm={"all_to_all": both},
                      wire={"all_to_all": both}, launches=2)
         elif use_dc:
-            both = 2.0 * remote_rows * h * e
-            self.add(lt, "communication", "dispatch/combine (MC2)", comm={"dispatch_combine": both},
-                     wire={"dispatch_combine": both}, launches=2)
+            # comm.py records every routed row of the block (dispatch_v2 and combine_v2 notes); only the rows
+            # bound for other ranks cross a link
+            self.add(lt, "communication", "dispatch/combine (MC2)", comm={"dispatch_combine": 2.0 * local * k * h * e},
+                     wire={"dispatch_combine": 2.0 * remote_rows * h * e}, launches=2)
         else:
             counts = float(self.c.num_experts * 8 * (ep - 1) / ep)  # int64 per-expert counts
             both = 2.0 * remote_rows * h * e + counts

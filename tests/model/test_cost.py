@@ -237,7 +237,10 @@ def test_ep_double_routing_bytes() -> None:
 def test_ep_dispatch_combine_bytes() -> None:
     # decode: 2 tokens, 1 per rank, 2 pairs, 1 to the other rank
     mc2 = op(cost(EP2, moe_dispatch_combine=True).decode.ops, "dispatch/combine (MC2)")
-    assert mc2.comm == {"dispatch_combine": 2 * 1 * 8 * 2}
+    # payload as comm.py records it: both pairs of the rank's token, out and back; on the wire only the one
+    # bound for the other rank
+    assert mc2.comm == {"dispatch_combine": 2 * 1 * 2 * 8 * 2}
+    assert mc2.wire == {"dispatch_combine": 2 * 1 * 8 * 2}
     static = model_cost(micro(), EP2, WORKLOAD, CostToggles(moe_dispatch_combine=True), "cpu")
     padded = op(static.decode.ops, "dispatch/combine (static)")
     # capacity 1 token x min(2, 2) rows per peer, each 8 bf16 + one int64 id; out and back
