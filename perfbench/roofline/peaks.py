@@ -193,7 +193,8 @@ def cpu_peaks(refresh: bool = False, reps: int = 5) -> DevicePeaks:
     if data is None:
         # bf16 GEMMs on a CPU without bf16 matrix units are slow: a smaller one keeps the measurement short
         data = {"key": key, "float32_flops": matmul_flops(reps),
-                "bfloat16_flops": matmul_flops(reps, n=1024, dtype="bfloat16"), "memory_Bps": read_bandwidth(reps)}
+                "bfloat16_flops": matmul_flops(reps, n=1024, dtype="bfloat16"), "memory_Bps": read_bandwidth(reps),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1))
     how = f"measured on this machine ({path.name})"

@@ -25,6 +25,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -36,6 +37,9 @@ from model.tracing import scope_name
 from perfbench.analysis import stats
 from perfbench.results import RunResult, RunSpec
 from perfbench.run import host_load
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -235,8 +239,8 @@ def _run_threads(device: str) -> int:
 
 
 def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
-                      cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec | None = None,
-                      caps: Capabilities | None = None) -> dict[str, object]:
+                      cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
+                      caps: Capabilities) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
     from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
@@ -256,11 +260,10 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         events = parse_trace_path(capture.paths[0])
         tables = write_tables(events, run_dir / "tables")
         roofline_error = None
-        if spec is not None and caps is not None:
-            try:
-                tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
-            except Exception:  # noqa: BLE001 - the roofline columns are extra; the trace tables stand
-                roofline_error = traceback.format_exc(limit=2)
+        try:
+            tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
+        except Exception:  # noqa: BLE001 - the roofline columns are extra; the trace tables stand
+            roofline_error = traceback.format_exc(limit=2)
         counts = op_counts_per_decode_step(events)
         total = counts.pop(ALL_OPS, None)
         out = {"dir": str(trace_dir.relative_to(run_dir)), "tables": [str(p.relative_to(run_dir)) for p in tables],
@@ -272,13 +275,13 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         return {"error": traceback.format_exc(limit=3)}
 
 
-def roofline_tables(model: Qwen3_5MoeForCausalLM, events: object, workload: Workload, spec: RunSpec,
+def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,
                     caps: Capabilities, out_dir: Path) -> list[Path]:
     """tables/roofline.csv: measured time per (phase, category) next to the roofline of the same work."""
     from model.parallel_config import ParallelConfig  # noqa: PLC0415
     from perfbench.roofline.measured import peaks_for_run, write_roofline_table  # noqa: PLC0415
 
     peaks = peaks_for_run(caps.device, caps.device_name, caps.npu_platform)
-    path = write_roofline_table(events, model.config, ParallelConfig.from_dict(spec.parallel), model.plan,  # type: ignore[arg-type]
+    path = write_roofline_table(events, model.config, ParallelConfig.from_dict(spec.parallel), model.plan,
                                 [len(p) for p in workload.prompts], workload.output_len, spec.dtype, peaks, out_dir)
     return [path] if path is not None else []
