@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+import torch
+
 from model.backend import Capabilities
 from model.config import Qwen3_5MoeTextConfig
 from model.parallel_config import ParallelConfig
@@ -31,6 +33,12 @@ class PlanContext:
     model: Qwen3_5MoeTextConfig | None = None
     exe_mode: str = "ge_graph"  # NPU graph flavour when graph_mode is on: ge_graph | npugraph_ex
     requested: Mapping[str, bool] = field(default_factory=dict)
+    dtype: torch.dtype | None = None  # model dtype; None = not known (dtype rules are then not checked)
+    # decisions taken so far (toggles are decided in DECISION_ORDER): requirements read these, not requests
+    decided: dict[str, ToggleDecision] = field(default_factory=dict)
+
+    def is_on(self, name: str) -> bool:
+        return name in self.decided and self.decided[name].on
 
 
 @dataclass(frozen=True)
@@ -54,11 +62,16 @@ def _attn_tp_gt_1(ctx: PlanContext) -> str:
     return "" if ctx.parallel.attn_tp_size > 1 else "needs attn_tp_size > 1"
 
 
-def _platform_950(ctx: PlanContext) -> str:
-    # The recipe refuses npu_mm_all_reduce_base outside Ascend 950 (npu_recipe.md 2.1).
+def _mm_all_reduce_platform(ctx: PlanContext) -> str:
+    # torch_npu documents npu_mm_all_reduce_base for Atlas A2 only, on 1/2/4/8 cards (npu_ops.md 2.9); the
+    # recipe runs it on Ascend 950 (npu_recipe.md 2.1). Both are allowed, nothing else.
     if ctx.caps.device != "npu":
-        return f"needs an Ascend 950 npu (device is {ctx.caps.device})"
-    return "" if ctx.caps.npu_platform == "950" else f"needs Ascend 950 (platform is {ctx.caps.npu_platform})"
+        return f"needs an Ascend npu (device is {ctx.caps.device})"
+    platform = ctx.caps.npu_platform
+    if platform == "910b":
+        size = ctx.parallel.attn_tp_size
+        return "" if size in (2, 4, 8) else f"needs attn_tp_size 2, 4 or 8 on Atlas A2 (got {size})"
+    return "" if platform == "950" else f"needs Atlas A2 (910b) or Ascend 950 (platform is {platform})"
 
 
 def _pure_ep(ctx: PlanContext) -> str:
@@ -75,8 +88,9 @@ def _torchair_for_graph(ctx: PlanContext) -> str:
 
 def _static_moe(ctx: PlanContext) -> str:
     # The per-expert loop visits only the experts that were hit: data-dependent shapes and a host sync, which
-    # a static decode graph cannot capture (the recipe's graph mode also runs grouped matmul).
-    return "" if ctx.requested.get("grouped_moe") else "needs grouped_moe (the expert loop syncs with the host)"
+    # a static decode graph cannot capture (the recipe's graph mode also runs grouped matmul). What counts is
+    # whether grouped_moe is on, not whether it was asked for (it can be inactive on this platform).
+    return "" if ctx.is_on("grouped_moe") else "needs grouped_moe on (the expert loop syncs with the host)"
 
 
 def _no_ep_graph_off_npu(ctx: PlanContext) -> str:
@@ -92,6 +106,49 @@ def _inductor_cpu(ctx: PlanContext) -> str:
     if ctx.caps.device == "cpu" and not ctx.caps.inductor:
         return "needs a C++ compiler for inductor's CPU kernels (set CXX or install g++)"
     return ""
+
+
+HALF_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def _fia_dtype(ctx: PlanContext) -> str:
+    # npu_fused_infer_attention_score(_v2) takes fp16/bf16/int8 query and key/value, no fp32 (npu_ops.md 1.2).
+    if ctx.caps.device != "npu" or ctx.dtype is None or ctx.dtype in HALF_DTYPES:
+        return ""
+    return f"npu fused attention needs bfloat16 or float16 (model dtype is {_dtype_name(ctx.dtype)})"
+
+
+def _chunk_gdr_dims(ctx: PlanContext) -> str:
+    # npu_chunk_gated_delta_rule documents Dk = Dv = 128, Nk <= 64, Nv <= 64, Nv a multiple of Nk, bf16
+    # inputs (npu_ops.md 2.6).
+    if ctx.caps.device != "npu":
+        return ""
+    if ctx.dtype is not None and ctx.dtype != torch.bfloat16:
+        return f"npu_chunk_gated_delta_rule needs bfloat16 (model dtype is {_dtype_name(ctx.dtype)})"
+    m = ctx.model
+    if m is None:
+        return ""
+    dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
+    nk, nv = m.linear_num_key_heads, m.linear_num_value_heads
+    if dk != 128 or dv != 128:
+        return f"npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has Dk {dk}, Dv {dv})"
+    if nk > 64 or nv > 64 or nv % nk:
+        return f"npu_chunk_gated_delta_rule needs Nk, Nv <= 64 and Nv a multiple of Nk (model has {nk}, {nv})"
+    return ""
+
+
+def _mc2_platform(ctx: PlanContext) -> str:
+    # The dispatch_v2/combine_v2 argument contracts the binder implements are the Atlas A2 and A3 ones
+    # (npu_ops.md 2.14); 950 has none documented.
+    if ctx.caps.device != "npu":
+        return ""
+    platform = ctx.caps.npu_platform
+    return "" if platform in ("910b", "910_93") else \
+        f"MC2 dispatch/combine contracts are documented for Atlas A2 (910b) and A3 (910_93), not {platform}"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _chunk_gdr_platform(ctx: PlanContext) -> str:
@@ -111,7 +168,7 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("fused_attention", "matmul + mask + softmax + matmul with repeat_kv", ("prefill", "decode"),
                    {"npu": "npu_fused_infer_attention_score", "cuda": "scaled_dot_product_attention (flash)",
                     "cpu": "scaled_dot_product_attention"},
-                   npu_ops=("npu_fused_infer_attention_score",)),
+                   requires=(_fia_dtype,), npu_ops=("npu_fused_infer_attention_score",)),
         ToggleSpec("fused_rmsnorm", "fp32 pow/mean/rsqrt/mul RMSNorm and a separate residual add",
                    ("prefill", "decode"),
                    {"npu": "torch_npu.npu_rms_norm / npu_add_rms_norm", "cuda": "F.rms_norm (ATen fused)",
@@ -120,16 +177,16 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("chunk_gdr", "token-by-token gated delta rule recurrence in prefill", ("prefill",),
                    {"npu": "torch_npu.npu_chunk_gated_delta_rule", "cuda": "fla chunk_gated_delta_rule",
                     "cpu": "chunked delta rule (WY form, triangular solve)"},
-                   requires=(_chunk_gdr_platform,), npu_ops=("npu_chunk_gated_delta_rule",)),
+                   requires=(_chunk_gdr_platform, _chunk_gdr_dims), npu_ops=("npu_chunk_gated_delta_rule",)),
         ToggleSpec("mm_all_reduce", "o_proj/out_proj matmul followed by all_reduce", ("prefill",),
                    {"npu": "torch_npu.npu_mm_all_reduce_base", "cuda": "", "cpu": ""},
-                   requires=(_attn_tp_gt_1, _platform_950), npu_ops=("npu_mm_all_reduce_base",)),
+                   requires=(_attn_tp_gt_1, _mm_all_reduce_platform), npu_ops=("npu_mm_all_reduce_base",)),
         ToggleSpec("moe_dispatch_combine", "double-routing all_to_all (counts exchange, host sync) in EP decode",
                    ("decode",),
                    {"npu": "npu_moe_distribute_dispatch_v2 / combine_v2",
                     "cuda": "static-shape all_to_all dispatch/combine",
                     "cpu": "static-shape all_to_all dispatch/combine"},
-                   requires=(_pure_ep,),
+                   requires=(_pure_ep, _mc2_platform),
                    npu_ops=("npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2")),
         ToggleSpec("graph_mode", "eager decode step", ("decode",),
                    {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
@@ -172,6 +229,7 @@ class Plan:
     # "cuda_torch": chunk_gdr on CUDA without fla, "cpu_eager": on CPU without a C++ compiler; both run the
     # plain-torch chunked kernel
     gdr_variant: str = ""
+    npu_platform: str = ""  # "910b" | "910_93" | "950" on NPU: the MC2 argument contract differs per platform
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def on(self, name: str) -> bool:
@@ -233,15 +291,24 @@ def decide(spec: ToggleSpec, requested: bool, ctx: PlanContext) -> ToggleDecisio
     return ToggleDecision(spec.name, True, "on", "", impl)
 
 
-def npu_attention_variant(model: Qwen3_5MoeTextConfig | None) -> str:
-    """FIA v2 TND + paged KV where CANN accepts the head_dim, else FIA v1 BSH with a contiguous cache.
+TND_HEAD_DIMS = (128, 192)
 
-    NOTE: TND rejects head_dim outside {64, 128, 192} (npu_ops.md 1.3); Qwen3.5's 256 needs the BSH path the
-    current recipe uses.
+
+def npu_attention_variant(model: Qwen3_5MoeTextConfig | None, dtype: torch.dtype | None = None) -> str:
+    """FIA v2 TND + paged KV where torch_npu documents TND, else FIA v1 BSH with a contiguous cache.
+
+    TND takes Q_D = K_D = V_D = 128, or Q_D = K_D = 192, and bf16 only (npu_ops.md 1.3); Qwen3.5's 256
+    needs the BSH path the current recipe uses.
     """
-    if model is not None and model.head_dim not in (64, 128, 192):
+    if model is not None and model.head_dim not in TND_HEAD_DIMS:
         return f"fia_v1_bsh (head_dim {model.head_dim} rules TND out)"
+    if dtype is not None and dtype != torch.bfloat16:
+        return f"fia_v1_bsh ({_dtype_name(dtype)} rules TND out: bfloat16 only)"
     return "fia_v2_tnd_paged"
+
+
+# graph_mode reads grouped_moe's decision, so it is decided last
+DECISION_ORDER: tuple[str, ...] = (*(n for n in TOGGLE_NAMES if n != "graph_mode"), "graph_mode")
 
 
 def resolve_plan(
@@ -250,16 +317,20 @@ def resolve_plan(
     parallel: ParallelConfig | None = None,
     model: Qwen3_5MoeTextConfig | None = None,
     exe_mode: str = "ge_graph",
+    dtype: torch.dtype | None = None,
 ) -> Plan:
     if exe_mode not in ("ge_graph", "npugraph_ex", "eager"):
         raise ValueError(f"`exe_mode` must be eager, ge_graph or npugraph_ex, got {exe_mode!r}")
     requested = normalize_request(optimizations)
     ctx = PlanContext(caps=caps, parallel=parallel or ParallelConfig(), model=model,
-                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph", requested=requested)
-    decisions = {name: decide(TOGGLES[name], requested[name], ctx) for name in TOGGLE_NAMES}
+                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph", requested=requested,
+                      dtype=dtype)
+    for name in DECISION_ORDER:
+        ctx.decided[name] = decide(TOGGLES[name], requested[name], ctx)
+    decisions = {name: ctx.decided[name] for name in TOGGLE_NAMES}
     variant = ""
     if caps.device == "npu" and decisions["fused_attention"].on:
-        variant = npu_attention_variant(model)
+        variant = npu_attention_variant(model, dtype)
         decisions["fused_attention"] = ToggleDecision(
             "fused_attention", True, "on", "", f"{decisions['fused_attention'].impl} [{variant}]")
     gdr_variant = ""
@@ -272,7 +343,7 @@ def resolve_plan(
         decisions["chunk_gdr"] = ToggleDecision("chunk_gdr", True, "on", "",
                                                 "chunked delta rule, eager (no C++ compiler for inductor)")
     plan = Plan(device=caps.device, decisions=decisions, exe_mode=ctx.exe_mode, attention_variant=variant,
-                gdr_variant=gdr_variant)
+                gdr_variant=gdr_variant, npu_platform=caps.npu_platform)
     for d in decisions.values():
         if d.requested:
             log.info("toggle %s: %s%s", d.name, d.state, f" ({d.reason})" if d.reason else f" [{d.impl}]")
