@@ -1,10 +1,12 @@
 """Plan resolution under the emulator: the capabilities an emulated platform reports drive the same
-per-platform choices as a real one (npu_recipe.md 2.1: mm_all_reduce only on Ascend 950, the chunked GDN op not
-on 950)."""
+per-platform choices as a real one: npu_mm_all_reduce_base is documented for Atlas A2 and run by the recipe on
+950 (npu_ops.md 2.9, npu_recipe.md 2.1), the chunked GDN op is not used on 950 (recipe), MC2 dispatch/combine
+contracts exist for A2 and A3 only (npu_ops.md 2.14)."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from model.backend import detect_capabilities
 from model.config import Qwen3_5MoeTextConfig
@@ -13,19 +15,22 @@ from model.parallel_config import ParallelConfig
 
 pytestmark = pytest.mark.npu_emulated
 TP2 = ParallelConfig(world_size=2, attn_tp_size=2, moe_tp_size=2, embed_tp_size=2, lmhead_tp_size=2)
+EP2 = ParallelConfig(world_size=2, attn_tp_size=2, moe_tp_size=1, embed_tp_size=2, lmhead_tp_size=2)
 
 
 def test_platform_choices(platform: str) -> None:
     caps = detect_capabilities("npu")
-    plan = resolve_plan("all", caps, TP2, Qwen3_5MoeTextConfig.qwen3_5_35b_a3b())
+    plan = resolve_plan("all", caps, TP2, Qwen3_5MoeTextConfig.qwen3_5_35b_a3b(), dtype=torch.bfloat16)
     state = {n: d.state for n, d in plan.decisions.items()}
     assert plan.device == "npu"
-    assert state["mm_all_reduce"] == ("on" if platform == "950" else "inactive")
+    assert state["mm_all_reduce"] == ("inactive" if platform == "910_93" else "on")
     assert state["chunk_gdr"] == ("inactive" if platform == "950" else "on")
     assert state["fused_rope"] == state["fused_attention"] == "on"
     assert plan.decisions["graph_mode"].impl == "torchair ge_graph"
     # Qwen3.5's head_dim 256 is outside TND's documented head dims: FIA v1 BSH
     assert "fia_v1_bsh" in plan.decisions["fused_attention"].impl
+    ep = resolve_plan("all", caps, EP2, Qwen3_5MoeTextConfig.qwen3_5_35b_a3b(), dtype=torch.bfloat16)
+    assert ep.decisions["moe_dispatch_combine"].state == ("inactive" if platform == "950" else "on")
 
 
 def test_without_torchair_graph_mode_is_inactive(platform: str) -> None:
