@@ -3,8 +3,9 @@ platform; greedy tokens equal the CPU all-off model's.
 
 Dims: the tiny preset with the head dims the NPU ops document (GDN Dk = Dv = 128 for the chunk op; attention
 head_dim 256 takes FIA v1 BSH, 128 takes FIA v2 TND). bf16 throughout (FIA has no fp32); logits may differ by
-bf16 rounding at different points of the two paths over 4 layers, so they are compared with a tolerance and the
-greedy tokens exactly.
+bf16 rounding at different points of the two paths over 4 layers, so both models decode the CPU model's greedy
+tokens (teacher forcing), logits are compared with a tolerance, and the argmax must agree wherever the CPU
+model's top-2 margin exceeds twice that tolerance.
 """
 
 from __future__ import annotations
@@ -25,8 +26,25 @@ from perfbench.emulation import npu
 pytestmark = [pytest.mark.npu_emulated, pytest.mark.slow]
 PROMPTS = [[5, 17, 300, 999, 12, 40, 41], [7, 8], [1, 2, 3, 4]]
 NEW_TOKENS = 4
-LOGIT_TOL = 0.5  # bf16 logits of two op paths; greedy tokens must agree exactly
+# bf16 logits of two op paths. The largest difference (~0.2 in decode) is the NPU GDN decode's state, rounded to
+# bf16 every step by design (model/ops/gdn.py _gdr_decode_bnvd); prefill logits agree within ~0.02.
+LOGIT_TOL = 0.3
+TOKEN_AGREEMENT = 0.75  # share of teacher-forced greedy tokens that must match the CPU model's
 NEEDS_WORLD = {"mm_all_reduce", "moe_dispatch_combine"}  # multi-rank toggles: inactive at world size 1
+
+
+@torch.inference_mode()
+def _forced_logits(model: Qwen3_5MoeForCausalLM, tokens: list[list[int]]) -> torch.Tensor:
+    """Prefill the prompts, then decode the given tokens (the CPU model's greedy ones), so both models see the
+    same inputs at every step; [B, NEW_TOKENS, V] fp32 logits."""
+    ids, seq_lens = model.pad_prompts(PROMPTS)
+    # the TND attention path reads the KV cache as 128-token blocks: its length must be a multiple of 128
+    cache = model.new_cache(ids.shape[0], -(-(ids.shape[1] + NEW_TOKENS) // 128) * 128)
+    steps = [model.prefill(ids, seq_lens, cache)]
+    forced = torch.tensor(tokens)
+    for i in range(NEW_TOKENS - 1):
+        steps.append(model.decode_step(forced[:, i], cache))
+    return torch.stack(steps, dim=1).float()
 
 
 def _config(tmp_path: Path, head_dim: int) -> Path:
@@ -56,7 +74,12 @@ def test_all_toggles_match_cpu_all_off(emulate, tmp_path: Path, key: str, exe: s
            if d.requested and not d.on and n not in NEEDS_WORLD}
     # a toggle the plan turns off must say why; the platform rules are the emulator's to enforce
     assert all(off.values()), off
-    got = model.generate(PROMPTS, max_new_tokens=NEW_TOKENS)
+    got = _forced_logits(model, expected.tokens)
     torch._dynamo.reset()
-    assert got.tokens == expected.tokens
-    assert (got.logits.float() - expected.logits.float()).abs().max().item() <= LOGIT_TOL
+    want = _forced_logits(reference, expected.tokens)
+    assert (got - want).abs().max().item() <= LOGIT_TOL
+    top2 = want.topk(2, dim=-1).values
+    decisive = (top2[..., 0] - top2[..., 1]) > 2 * LOGIT_TOL  # no bf16 rounding can flip these
+    # dummy weights give near-uniform logits (std ~0.3 here): a few near-ties may flip under bf16 rounding
+    assert (got.argmax(-1) == want.argmax(-1)).float().mean().item() >= TOKEN_AGREEMENT
+    assert torch.equal(got.argmax(-1)[decisive], want.argmax(-1)[decisive])
