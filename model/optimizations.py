@@ -112,12 +112,10 @@ def _fia_dtype(ctx: PlanContext) -> str:
 
 
 def _chunk_gdr_dims(ctx: PlanContext) -> str:
-    # npu_chunk_gated_delta_rule documents Dk = Dv = 128, Nk <= 64, Nv <= 64, Nv a multiple of Nk, bf16
-    # inputs (npu_ops.md 2.6).
+    # npu_chunk_gated_delta_rule documents Dk = Dv = 128, Nk <= 64, Nv <= 64, Nv a multiple of Nk
+    # (npu_ops.md 2.6). Its bf16 inputs are cast by gdr_prefill_npu whatever the model dtype.
     if ctx.caps.device != "npu":
         return ""
-    if ctx.dtype is not None and ctx.dtype != torch.bfloat16:
-        return f"npu_chunk_gated_delta_rule needs bfloat16 (model dtype is {_dtype_name(ctx.dtype)})"
     m = ctx.model
     if m is None:
         return ""
@@ -138,6 +136,13 @@ def _mc2_platform(ctx: PlanContext) -> str:
     platform = ctx.caps.npu_platform
     return "" if platform in ("910b", "910_93") else \
         f"MC2 dispatch/combine contracts are documented for Atlas A2 (910b) and A3 (910_93), not {platform}"
+
+
+def _grouped_mm_dtype(ctx: PlanContext) -> str:
+    # torch._grouped_mm's CUDA kernel (experts_cuda) takes bf16 operands only.
+    if ctx.caps.device != "cuda" or ctx.dtype is None or ctx.dtype == torch.bfloat16:
+        return ""
+    return f"grouped matmul on cuda needs bfloat16 (model dtype is {_dtype_name(ctx.dtype)})"
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -192,6 +197,7 @@ TOGGLES: dict[str, ToggleSpec] = {
                    {"npu": "npu_moe_init_routing_v2 + npu_grouped_matmul + npu_swiglu + finalize_routing",
                     "cuda": "sorted grouped matmul (prefill) / gathered-weight bmm (decode)",
                     "cpu": "sorted grouped matmul (prefill, eager decode) / fused gather-reduce (graph decode)"},
+                   requires=(_grouped_mm_dtype,),
                    npu_ops=("npu_grouped_matmul", "npu_swiglu", "npu_moe_init_routing_v2",
                             "npu_moe_finalize_routing")),
     )

@@ -1,7 +1,9 @@
 """`perfbench doctor`: the support matrix of this machine, and (`--check-ops`) every fast op vs its reference.
 
 On an NPU machine `--check-ops` is the one command that verifies the torch_npu paths on real hardware; here
-it checks the CPU implementations.
+it checks the CPU implementations. Inputs are drawn on the CPU (one seeded generator) and moved to the device
+in the dtype each op supports: FIA and the chunked gated delta rule take no fp32 on NPU (npu_ops.md 1.2, 2.6),
+so those checks run in bf16 there, against the reference in fp32 on the same rounded inputs.
 """
 
 from __future__ import annotations
@@ -55,12 +57,17 @@ class OpCheck:
     fast: Callable
     make_inputs: Callable[[torch.Generator], tuple]
     tolerance: float
+    dtype: torch.dtype = torch.float32  # floating inputs of the fast op; the reference gets them in fp32
 
-    def run(self, gen: torch.Generator) -> float:
+    def run(self, gen: torch.Generator, device: str = "cpu") -> float:
+        """Max abs error of the fast op vs the reference, both on `device`."""
         args = self.make_inputs(gen)
-        clone = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-        expected = self.ref(*args)
-        got = self.fast(*clone)
+        fast_args = tuple(_to_device(a, device, self.dtype) for a in args)
+        ref_args = tuple(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                         for a in fast_args)
+        ref_args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in ref_args)
+        expected = self.ref(*ref_args)
+        got = self.fast(*fast_args)
         exp_t = expected if isinstance(expected, tuple) else (expected,)
         got_t = got if isinstance(got, tuple) else (got,)
         err = 0.0
@@ -72,6 +79,14 @@ class OpCheck:
 
 def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=gen)
+
+
+def _to_device(a: object, device: str, dtype: torch.dtype) -> object:
+    if not isinstance(a, torch.Tensor):
+        return a
+    if a.is_floating_point():
+        return a.to(device=device, dtype=dtype)
+    return a.to(device)
 
 
 def op_checks(device: str) -> list[OpCheck]:
@@ -99,6 +114,11 @@ def op_checks(device: str) -> list[OpCheck]:
         return (_randn(g, 3, 70, 16, 256), _randn(g, 3, 70, 2, 256), _randn(g, 3, 70, 2, 256),
                 torch.tensor([70, 33, 1]), 256 ** -0.5)
 
+    def prefill_tnd_in(g):
+        # TND takes head_dim 128 (or 192), not Qwen3.5's 256 (npu_ops.md 1.3)
+        return (_randn(g, 3, 70, 16, 128), _randn(g, 3, 70, 2, 128), _randn(g, 3, 70, 2, 128),
+                torch.tensor([70, 33, 1]), 128 ** -0.5)
+
     def decode_in(g):
         return (_randn(g, 3, 1, 16, 256), _randn(g, 3, 96, 2, 256), _randn(g, 3, 96, 2, 256),
                 torch.tensor([96, 40, 1]), 256 ** -0.5)
@@ -117,16 +137,22 @@ def op_checks(device: str) -> list[OpCheck]:
                 0.05 * _randn(g, e, h, i))
 
     dev = device
+    # NPU: FIA and chunked GDR have no fp32 kernels; bf16 rounding of O(1) outputs sets the tolerance
+    half = torch.bfloat16 if dev == "npu" else torch.float32
+    half_tol = 3e-2 if dev == "npu" else 1e-4
+    prefill_fast, decode_fast = attention.ATTENTION_PREFILL.get(dev), attention.ATTENTION_DECODE.get(dev)
+    if dev == "npu":
+        prefill_fast, decode_fast = attention.bind_npu_attention("npu", graph=False, exe_mode="eager")
     checks = [
         OpCheck("rms_norm", norm.RMS_NORM["ref"], norm.RMS_NORM[dev], norm_in, 1e-4),
         OpCheck("add_rms_norm", norm.ADD_RMS_NORM["ref"], norm.ADD_RMS_NORM[dev], add_norm_in, 1e-4),
         OpCheck("gated_rms_norm", norm.GATED_RMS_NORM["ref"], norm.GATED_RMS_NORM[dev], gated_in, 1e-4),
         OpCheck("apply_rope", rope.APPLY_ROPE["ref"], rope.APPLY_ROPE[dev], rope_in, 1e-5),
-        OpCheck("attention_prefill", attention.ATTENTION_PREFILL["ref"], attention.ATTENTION_PREFILL[dev],
-                prefill_in, 1e-4),
-        OpCheck("attention_decode", attention.ATTENTION_DECODE["ref"], attention.ATTENTION_DECODE[dev],
-                decode_in, 1e-4),
-        OpCheck("gdr_prefill (chunk)", gdn.GDR_PREFILL["ref"], gdn.GDR_PREFILL[dev], gdr_in, 1e-3),
+        OpCheck("attention_prefill", attention.ATTENTION_PREFILL["ref"], prefill_fast, prefill_in, half_tol,
+                half),
+        OpCheck("attention_decode", attention.ATTENTION_DECODE["ref"], decode_fast, decode_in, half_tol, half),
+        OpCheck("gdr_prefill (chunk)", gdn.GDR_PREFILL["ref"], gdn.GDR_PREFILL[dev], gdr_in,
+                max(half_tol, 1e-3), half),
         OpCheck("experts_prefill (grouped)", moe.EXPERTS_PREFILL["ref"], moe.EXPERTS_PREFILL[dev], experts_in,
                 1e-4),
         OpCheck("experts_decode (gathered)", moe.EXPERTS_DECODE["ref"], moe.EXPERTS_DECODE[dev], experts_in,
@@ -136,8 +162,9 @@ def op_checks(device: str) -> list[OpCheck]:
         checks.append(OpCheck("experts_decode (graph form)", moe.EXPERTS_DECODE["ref"],
                               moe.EXPERTS_DECODE[f"{dev}_graph"], experts_in, 1e-4))
     if dev == "npu":
-        checks.append(OpCheck("attention_prefill (TND)", attention.ATTENTION_PREFILL["ref"],
-                              attention.ATTENTION_PREFILL["npu_tnd"], prefill_in, 1e-2))
+        tnd_prefill, _ = attention.bind_npu_attention("npu_tnd", graph=False, exe_mode="eager")
+        checks.append(OpCheck("attention_prefill (TND)", attention.ATTENTION_PREFILL["ref"], tnd_prefill,
+                              prefill_tnd_in, half_tol, torch.bfloat16))
     return checks
 
 
@@ -146,7 +173,7 @@ def run_op_checks(device: str, seed: int = 0) -> tuple[str, bool]:
     lines, ok = [f"{'op':<28} {'max abs err':>12}  {'tolerance':>9}  verdict"], True
     for check in op_checks(device):
         try:
-            err = check.run(gen)
+            err = check.run(gen, device)
             verdict = "ok" if err <= check.tolerance else "MISMATCH"
             ok &= err <= check.tolerance
             lines.append(f"{check.name:<28} {err:>12.3e}  {check.tolerance:>9.0e}  {verdict}")
