@@ -39,19 +39,17 @@ def compile_cuda(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
     return torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
 
 
-def compile_npu_ge(fn: DecodeFn, cache_dir: Path | None = None, *, tiling_schedule_optimize: bool = True
-                   ) -> DecodeFn:
+def compile_npu_ge(fn: DecodeFn, cache_dir: Path | None = None, *, tnd_attention: bool = False) -> DecodeFn:
     """torchair GE graph with the recipe's options (npu_recipe.md section 4).
 
-    `tiling_schedule_optimize` must be off with the TND attention variant: FIA v2 in TND layout does not
-    support it (npu_ops.md 1.3); the binder turns it off there.
+    Tiling schedule optimisation is documented as unsupported with TND fused attention, so it is left off then.
     """
     import torchair as tng  # noqa: PLC0415 - NPU only
     from torchair.configs.compiler_config import CompilerConfig  # noqa: PLC0415
 
     config = CompilerConfig()
     config.experimental_config.frozen_parameter = True
-    config.experimental_config.tiling_schedule_optimize = tiling_schedule_optimize
+    config.experimental_config.tiling_schedule_optimize = not tnd_attention
     config.experimental_config.topology_sorting_strategy = "StableRDFS"
     if cache_dir is not None:
         return tng.inference.cache_compile(fn, cache_dir=str(cache_dir), config=config, dynamic=False,
@@ -74,5 +72,5 @@ def graph_compiler(device: str, exe_mode: str, tnd_attention: bool = False
     if device == "npu":
         if exe_mode == "npugraph_ex":
             return compile_npu_graph_ex
-        return functools.partial(compile_npu_ge, tiling_schedule_optimize=not tnd_attention)
+        return functools.partial(compile_npu_ge, tnd_attention=tnd_attention)
     return compile_cuda if device == "cuda" else compile_cpu

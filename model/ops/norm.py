@@ -101,8 +101,8 @@ def gated_rms_norm_ref(x: Tensor, gate: Tensor, weight: Tensor, eps: float) -> T
 
 
 def rms_norm_npu(x: Tensor, gamma: Tensor, eps: float) -> Tensor:
-    """`torch_npu.npu_rms_norm` (aclnnRmsNorm). torch_npu documents gamma in x's dtype (npu_ops.md 2.2), so the
-    fp32 gamma = 1 + w of the zero-centred norm is cast to x's dtype first."""
+    """`torch_npu.npu_rms_norm` (aclnnRmsNorm). torch_npu 2.14.0 documents gamma in self's dtype (npu_ops.md
+    2.2), and the model keeps gamma in fp32, so it is cast here as in `add_rms_norm_npu`."""
     import torch_npu
 
     if gamma.dtype != x.dtype:

@@ -45,20 +45,20 @@ def test_platform_names_follow_the_device_name(device_name, platform):
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
-@pytest.mark.parametrize(("dtype", "state"), [(torch.float32, "inactive"), (torch.bfloat16, "on"),
-                                              (torch.float16, "on")])
+@pytest.mark.parametrize(("dtype", "state"), [("float32", "inactive"), ("bfloat16", "on"),
+                                              ("float16", "on")])
 def test_fused_attention_needs_half_precision(platform, dtype, state):
     plan = resolve_plan({"fused_attention": True}, npu_caps(platform), dtype=dtype)
     got_state, reason = decision(plan, "fused_attention")
     assert got_state == state
     if state == "inactive":
-        assert reason == "npu fused attention needs bfloat16 or float16 (model dtype is float32)"
+        assert reason == "npu_fused_infer_attention_score has no float32 (bfloat16 or float16 only)"
 
 
 @pytest.mark.parametrize(("head_dim", "dtype", "tnd"), [
-    (64, torch.bfloat16, False),   # not in the documented TND set (the audit's #7)
-    (128, torch.bfloat16, True), (192, torch.bfloat16, True), (256, torch.bfloat16, False),
-    (128, torch.float16, False),   # TND is bf16 only
+    (64, "bfloat16", False),   # not in the documented TND set (the audit's #7)
+    (128, "bfloat16", True), (192, "bfloat16", True), (256, "bfloat16", False),
+    (128, "float16", False),   # TND is bf16 only
 ])
 def test_tnd_attention_only_for_documented_head_dims_and_bf16(head_dim, dtype, tnd):
     plan = resolve_plan({"fused_attention": True}, npu_caps(), model=with_dims(head_dim=head_dim), dtype=dtype)
@@ -70,17 +70,17 @@ def test_tnd_attention_only_for_documented_head_dims_and_bf16(head_dim, dtype, t
 @pytest.mark.parametrize(("dims", "reason"), [
     ({}, ""),
     ({"linear_key_head_dim": 64, "linear_value_head_dim": 64},
-     "npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has Dk 64, Dv 64)"),
-    ({"linear_value_head_dim": 64}, "npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has Dk 128, Dv 64)"),
+     "npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has 64, 64)"),
+    ({"linear_value_head_dim": 64}, "npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has 128, 64)"),
     ({"linear_num_value_heads": 128},
-     "npu_chunk_gated_delta_rule needs Nk, Nv <= 64 and Nv a multiple of Nk (model has 16, 128)"),
+     "npu_chunk_gated_delta_rule needs Nk, Nv <= 64 per rank with Nv a multiple of Nk (got 16, 128)"),
     ({"linear_num_key_heads": 80, "linear_num_value_heads": 80},
-     "npu_chunk_gated_delta_rule needs Nk, Nv <= 64 and Nv a multiple of Nk (model has 80, 80)"),
+     "npu_chunk_gated_delta_rule needs Nk, Nv <= 64 per rank with Nv a multiple of Nk (got 80, 80)"),
     ({"linear_num_key_heads": 64, "linear_num_value_heads": 64}, ""),
 ])
 @pytest.mark.parametrize("platform", ("910b", "910_93"))
 def test_chunk_gdr_only_for_documented_dims(dims, reason, platform):
-    plan = resolve_plan({"chunk_gdr": True}, npu_caps(platform), model=with_dims(**dims), dtype=torch.bfloat16)
+    plan = resolve_plan({"chunk_gdr": True}, npu_caps(platform), model=with_dims(**dims), dtype="bfloat16")
     assert decision(plan, "chunk_gdr") == (("inactive", reason) if reason else ("on", ""))
 
 
@@ -94,8 +94,7 @@ def test_chunk_gdr_not_on_950_and_the_tiny_preset_is_refused():
 
 @pytest.mark.parametrize(("platform", "state", "reason"), [
     ("910b", "on", ""), ("910_93", "on", ""),
-    ("950", "inactive", "MC2 dispatch/combine contracts are documented for Atlas A2 (910b) and A3 (910_93), "
-                        "not 950"),
+    ("950", "inactive", "MC2 dispatch/combine are documented for Atlas A2 and A3 only (platform is 950)"),
 ])
 def test_moe_dispatch_combine_per_platform(platform, state, reason):
     plan = resolve_plan({"moe_dispatch_combine": True}, npu_caps(platform), EP2)
@@ -104,7 +103,7 @@ def test_moe_dispatch_combine_per_platform(platform, state, reason):
 
 @pytest.mark.parametrize(("platform", "state", "reason"), [
     ("910b", "on", ""), ("950", "on", ""),
-    ("910_93", "inactive", "needs Atlas A2 (910b) or Ascend 950 (platform is 910_93)"),
+    ("910_93", "inactive", "documented for Atlas A2 and used on Ascend 950 only (platform is 910_93)"),
 ])
 def test_mm_all_reduce_per_platform(platform, state, reason):
     assert decision(resolve_plan({"mm_all_reduce": True}, npu_caps(platform), TP2), "mm_all_reduce") == (
@@ -131,9 +130,9 @@ def test_ge_graph_needs_torchair_but_npugraph_ex_does_not():
 
 def test_grouped_moe_on_cuda_needs_bf16():
     cuda = Capabilities(device="cuda", device_name="fake gpu")
-    assert decision(resolve_plan({"grouped_moe": True}, cuda, dtype=torch.float32), "grouped_moe") == (
+    assert decision(resolve_plan({"grouped_moe": True}, cuda, dtype="float32"), "grouped_moe") == (
         "inactive", "grouped matmul on cuda needs bfloat16 (model dtype is float32)")
-    assert resolve_plan({"grouped_moe": True}, cuda, dtype=torch.bfloat16).on("grouped_moe")
+    assert resolve_plan({"grouped_moe": True}, cuda, dtype="bfloat16").on("grouped_moe")
 
 
 # ---- build_ops: which FIA op each mode binds ------------------------------------------------------------
@@ -155,38 +154,48 @@ class FakeTorchair:
 
 @pytest.fixture
 def fake_npu_ops(monkeypatch):
-    monkeypatch.setattr(attention, "_torch_npu_op", lambda name: _fake_fia(
-        {"npu_fused_infer_attention_score": "npu_v1", "npu_fused_infer_attention_score_v2": "npu_v2"}[name]))
+    monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+    monkeypatch.setattr(torch.ops, "npu", types.SimpleNamespace(
+        npu_fused_infer_attention_score=_fake_fia("npu_v1"),
+        npu_fused_infer_attention_score_v2=_fake_fia("npu_v2")), raising=False)
     monkeypatch.setitem(sys.modules, "torchair", FakeTorchair())
 
 
-GRAPH_CASES = [  # (exe_mode, graph_mode on, decode op is torchair.ops, lengths as Tensors)
-    ("ge_graph", True, True), ("npugraph_ex", True, False), ("ge_graph", False, False),
+GRAPH_CASES = [  # (exe_mode, graph_mode requested, graph_mode on, decode op is torchair.ops with Tensor lengths)
+    ("ge_graph", True, True, True),
+    ("npugraph_ex", True, False, False),  # npugraph_ex cannot capture FIA's host lengths: graph_mode inactive
+    ("ge_graph", False, False, False),
 ]
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 @pytest.mark.parametrize(("head_dim", "variant"), [(256, "v1"), (128, "v2")])
-@pytest.mark.parametrize(("exe_mode", "graph_on", "air"), GRAPH_CASES)
-def test_build_ops_binds_fia_per_exe_mode(fake_npu_ops, platform, head_dim, variant, exe_mode, graph_on, air):
-    request = {"fused_attention": True, "grouped_moe": True, "graph_mode": graph_on}
+@pytest.mark.parametrize(("exe_mode", "graph_requested", "graph_on", "air"), GRAPH_CASES)
+def test_build_ops_binds_fia_per_exe_mode(fake_npu_ops, platform, head_dim, variant, exe_mode, graph_requested,
+                                          graph_on, air):
+    request = {"fused_attention": True, "grouped_moe": True, "graph_mode": graph_requested}
     plan = resolve_plan(request, npu_caps(platform), model=with_dims(head_dim=head_dim), exe_mode=exe_mode,
-                        dtype=torch.bfloat16)
+                        dtype="bfloat16")
     assert plan.on("graph_mode") is graph_on
+    if graph_requested and not graph_on:
+        assert plan.decisions["graph_mode"].reason.startswith("npugraph_ex cannot capture fused attention")
     ops = build_ops(plan)
     tnd = variant == "v2"
     assert ops.attention_decode.func is (attention.attention_decode_npu_tnd if tnd else attention.attention_decode_npu)
     assert ops.attention_decode.keywords["fia"].tag == ("air_" if air else "npu_") + variant
-    assert ops.attention_decode.keywords["tensor_lens"] is air
-    assert ops.attention_prefill.keywords["fia"].tag == f"npu_{variant}"  # prefill is always eager
-    if graph_on and exe_mode == "ge_graph":
+    assert ops.attention_decode.keywords["tensor_lengths"] is air
+    assert ops.attention_prefill is attention.ATTENTION_PREFILL["npu_tnd" if tnd else "npu"]
+    if graph_on:
         assert ops.compile_decode.func is graph.compile_npu_ge
         # TND FIA does not support tiling_schedule_optimize (the audit's #10 / #30)
-        assert ops.compile_decode.keywords == {"tiling_schedule_optimize": not tnd}
-    elif graph_on:
-        assert ops.compile_decode is graph.compile_npu_graph_ex
+        assert ops.compile_decode.keywords == {"tnd_attention": tnd}
     else:
         assert ops.compile_decode is graph.eager
+
+
+def test_npugraph_ex_without_fused_attention_binds_graph_ex():
+    plan = resolve_plan({"grouped_moe": True, "graph_mode": True}, npu_caps(), exe_mode="npugraph_ex")
+    assert build_ops(plan).compile_decode is graph.compile_npu_graph_ex
 
 
 @pytest.mark.parametrize("platform", ("910b", "910_93"))
@@ -196,9 +205,9 @@ def test_build_ops_binds_mc2_with_platform_and_graph(platform, graph_on):
                         npu_caps(platform), EP2)
     bound = build_ops(plan).moe_ep_decode
     assert isinstance(bound, functools.partial) and bound.func is comm.ep_dispatch_combine_npu
-    assert bound.keywords == {"platform": platform, "graph": graph_on}
+    assert bound.keywords == {"platform": platform, "in_graph": graph_on}
 
 
 def test_no_fused_attention_binds_the_reference():
-    ops = build_ops(resolve_plan({"fused_attention": False}, npu_caps(), dtype=torch.bfloat16))
+    ops = build_ops(resolve_plan({"fused_attention": False}, npu_caps(), dtype="bfloat16"))
     assert ops.attention_decode is attention.ATTENTION_DECODE["ref"]

@@ -13,7 +13,7 @@ from perfbench.errors import UserError
 from perfbench.profiling import analyze_trace, default_tables_dir, load_trace
 from perfbench.profiling.events import COLUMNS
 
-from .conftest import FIXTURES, NPU_FIXTURES, TORCH_FIXTURES
+from .conftest import FIXTURES, NPU_FIXTURES, TORCH_FIXTURES, require
 from .synthetic import V3, write_kernel_details
 
 TABLES = {"per_op.csv", "per_category.csv", "per_phase.csv", "per_layer_type.csv",
@@ -23,8 +23,6 @@ TABLES = {"per_op.csv", "per_category.csv", "per_phase.csv", "per_layer_type.csv
 def _fixture_paths() -> list:
     """Every trace-shaped thing under the fixtures: chrome/trace_view files, Ascend output folders, their run
     folders, and the multi-rank run folders."""
-    if not FIXTURES.exists():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no fixtures at {FIXTURES}"))]
     paths = set(TORCH_FIXTURES.rglob("*.json")) | set(NPU_FIXTURES.rglob("trace_view.json"))
     for name in ("kernel_details.csv", "trace_view.json", "step_trace_time.csv"):
         for file in NPU_FIXTURES.rglob(name):
@@ -46,9 +44,7 @@ def test_every_fixture_parses(path):
 
 
 def test_cluster_summary_folder_is_not_a_trace():
-    cluster = NPU_FIXTURES / "msprof_analyze_ut" / "cluster_analysis_output"
-    if not cluster.exists():
-        pytest.skip(f"no fixtures at {cluster}")
+    cluster = require(NPU_FIXTURES / "msprof_analyze_ut" / "cluster_analysis_output")
     with pytest.raises(UserError, match="no trace in this folder"):
         load_trace(cluster)
 
@@ -60,9 +56,7 @@ def test_cluster_summary_folder_is_not_a_trace():
     "torch_profiler/hta_tests/rank-34.Jul_15_10_52_41.1074.pt.trace.json",
 ])
 def test_cli_trace_writes_tables(tmp_path, relative):
-    path = FIXTURES / relative
-    if not path.exists():
-        pytest.skip(f"no fixture at {path}")
+    path = require(FIXTURES / relative)
     out = tmp_path / "tables"
 
     result = CliRunner().invoke(main, ["trace", str(path), "--out", str(out)])
@@ -74,9 +68,7 @@ def test_cli_trace_writes_tables(tmp_path, relative):
 
 
 def test_cli_summary_of_the_npu_run_reports_categories_and_step_trace(tmp_path):
-    path = NPU_FIXTURES / "msinsight_st_qwen3_0.6b_level2"
-    if not path.exists():
-        pytest.skip(f"no fixture at {path}")
+    path = require(NPU_FIXTURES / "msinsight_st_qwen3_0.6b_level2")
     result = CliRunner().invoke(main, ["trace", str(path), "--out", str(tmp_path)])
 
     assert "Level2, ranks 0, 1" in result.output

@@ -1,0 +1,225 @@
+"""Sweep designs: a scenario becomes the RunSpecs to measure, one per distinct (effective plan, shape).
+
+Designs vary `sweep.toggles` on top of the base request (`perfbench.toggles`); every other toggle keeps its
+base value. Requests that resolve to the same effective plan (`Plan.key()`) for the same shape measure the
+same thing, so only the first runs and records which requests it stands for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from model.backend import Capabilities
+from model.optimizations import TOGGLE_NAMES, Plan, resolve_plan
+from perfbench.config.scenario import Scenario
+from perfbench.results import RunSpec
+
+# Short names for tables and progress lines.
+ABBREV = {
+    "fused_rope": "rope", "fused_attention": "attn", "fused_rmsnorm": "norm", "chunk_gdr": "gdr",
+    "mm_all_reduce": "mmar", "moe_dispatch_combine": "disp", "graph_mode": "graph",
+    "merged_projections": "merged", "grouped_moe": "gmm",
+}
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One requested toggle combination of a design."""
+
+    label: str  # "baseline", "+chunk_gdr", "-graph_mode", "runs[2]", ...
+    toggles: dict[str, bool]  # the full request, every toggle
+    env: dict[str, str] = field(default_factory=dict)  # environment of this combination only (explicit runs)
+
+
+def combinations(scenario: Scenario) -> list[Combo]:
+    """The requested combinations of the scenario's design, in run order."""
+    pb = scenario.perfbench
+    base = {name: bool(pb.toggles.get(name, False)) for name in TOGGLE_NAMES}
+    design = pb.sweep.design
+    swept = pb.sweep.varied()
+
+    def with_(on: Sequence[str], off: Sequence[str] = ()) -> dict[str, bool]:
+        return {**base, **dict.fromkeys(off, False), **dict.fromkeys(on, True)}
+
+    extra = [] if design == "explicit" else [
+        Combo(f"runs[{i}]", {**base, **run.toggles}, dict(run.env)) for i, run in enumerate(pb.sweep.runs)]
+    return _design_combos(design, base, swept, pb.sweep.runs, with_) + extra
+
+
+def _design_combos(design: str, base: dict[str, bool], swept: list[str], runs: Sequence,
+                   with_: Callable[..., dict[str, bool]]) -> list[Combo]:
+    if design == "none":
+        return [Combo("base", dict(base))]
+    if design == "grid":
+        combos = []
+        for values in itertools.product((False, True), repeat=len(swept)):
+            on = [t for t, v in zip(swept, values) if v]
+            combos.append(Combo("+".join(ABBREV.get(t, t) for t in on) or "swept off",
+                                with_(on, [t for t in swept if t not in on])))
+        return combos
+    if design == "one_at_a_time":
+        return [Combo("baseline", with_([], swept))] + [
+            Combo(f"+{t}", with_([t], [s for s in swept if s != t])) for t in swept]
+    if design == "leave_one_out":
+        return [Combo("all swept on", with_(swept))] + [
+            Combo(f"-{t}", with_([s for s in swept if s != t], [t])) for t in swept]
+    if design == "cumulative":
+        return [Combo("none" if k == 0 else "+" + "+".join(swept[:k]), with_(swept[:k], swept[k:]))
+                for k in range(len(swept) + 1)]
+    if design == "explicit":
+        return [Combo(f"runs[{i}]", {**base, **run.toggles}, dict(run.env))
+                for i, run in enumerate(runs)]
+    raise ValueError(f"unknown design {design!r}")  # the scenario validated it already
+
+
+@dataclass
+class PlannedRun:
+    spec: RunSpec
+    plan: Plan
+    label: str
+    stands_for: list[str] = field(default_factory=list)  # labels of other requests with the same plan + shape
+
+
+@dataclass
+class SweepPlan:
+    scenario: Scenario
+    caps: Capabilities
+    runs: list[PlannedRun]
+    requested: int  # combinations x shapes before merging duplicates
+    device_present: bool = True
+
+    def specs(self) -> list[RunSpec]:
+        return [r.spec for r in self.runs]
+
+    def describe(self) -> str:
+        """The dry-run table: run id, shape, label, effective toggles, reasons for requested-but-inactive."""
+        sc, pb = self.scenario, self.scenario.perfbench
+        first = self.runs[0].spec if self.runs else None
+        layers = f" ({pb.num_layers} layers)" if pb.num_layers else ""
+        lines = [
+            f"scenario {sc.name} ({sc.source}): {_count(len(self.runs), 'run')} "
+            f"({self.requested} requested) on "
+            f"{first.device if first else pb.device} [{self.caps.device_name}], "
+            f"{first.dtype if first else pb.dtype}, model {pb.model}{layers}, "
+            f"world_size {sc.parallel_config.world_size}, exe_mode {sc.model_config.exe_mode}",
+            f"design {pb.sweep.design}" + (f" over {', '.join(pb.sweep.varied())}"
+                                           if pb.sweep.design not in ("none", "explicit") else ""),
+        ]
+        if not self.device_present:
+            lines.append(f"note: no {first.device if first else pb.device} here; plans show this machine's "
+                         f"view, and requests with equal plans on the device are merged when it runs")
+        missing = sc.model_missing()
+        if missing:
+            lines.append(f"note: {missing}")
+        header = ("run id", "shape", "request", "effective toggles", "inactive (requested)")
+        rows = [(r.spec.run_id, shape_label(r.spec), r.label, compact(r.plan), inactive(r.plan))
+                for r in self.runs]
+        widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+        for row in (header, *rows):
+            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        merged = [r for r in self.runs if r.stands_for]
+        if merged:
+            lines.append("merged requests (same effective plan and shape, measured once):")
+            lines += [f"  {r.spec.run_id} ({r.label}) also stands for {', '.join(r.stands_for)}"
+                      for r in merged]
+        return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def shape_label(spec: RunSpec) -> str:
+    return f"b{spec.batch_size} i{spec.input_len}{'r' if spec.ragged else ''} o{spec.output_len}"
+
+
+def compact(plan: Plan) -> str:
+    """Effective toggles that are on, abbreviated: "rope+attn+gdr", or "none"."""
+    on = [ABBREV.get(n, n) for n, d in plan.decisions.items() if d.state == "on"]
+    return "+".join(on) or "none"
+
+
+def inactive(plan: Plan) -> str:
+    """Requested-but-inactive toggles grouped by reason: "rope,attn: torch_npu not available"."""
+    by_reason: dict[str, list[str]] = {}
+    for name, d in plan.decisions.items():
+        if d.state == "inactive":
+            by_reason.setdefault(d.reason, []).append(ABBREV.get(name, name))
+    return "; ".join(f"{','.join(names)}: {reason}" for reason, names in by_reason.items())
+
+
+def run_id(identity: dict[str, object]) -> str:
+    """Readable shape prefix + a short hash of everything that defines the measurement."""
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return f"b{identity['batch_size']}-i{identity['input_len']}-o{identity['output_len']}-{digest}"
+
+
+def resolved_device(scenario: Scenario, caps: Capabilities) -> tuple[str, str]:
+    """(device, dtype) of the runs: "auto" follows the capabilities' device."""
+    device = scenario.perfbench.device
+    if device == "auto":
+        device = caps.device
+    elif device != caps.device:
+        raise ValueError(f"capabilities are for {caps.device}, the scenario runs on {device}")
+    dtype = scenario.perfbench.dtype
+    if dtype == "auto":
+        dtype = "float32" if device == "cpu" else "bfloat16"
+    return device, dtype
+
+
+def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = True) -> SweepPlan:
+    """Expand the design x shapes, resolve each plan, merge duplicates, assign stable ids.
+
+    `device_present=False` (a dry run with stand-in capabilities) merges only identical requests: the plans
+    then say what this machine cannot run, not what the device would merge.
+    """
+    pb = scenario.perfbench
+    device, dtype = resolved_device(scenario, caps)
+    parallel = scenario.parallel_config
+    parallel_fields = {k: v for k, v in parallel.as_dict().items() if k != "moe_ep_size"}
+    exe_mode = scenario.model_config.exe_mode
+    model_cfg = scenario.model_config_here()
+    workload, measure = pb.workload, pb.measure
+    shapes = list(itertools.product(workload.batch_sizes or (), workload.input_lens or ()))
+    runs: list[PlannedRun] = []
+    seen: dict[tuple[object, ...], PlannedRun] = {}
+    requested = 0
+    for batch, input_len in shapes:
+        for combo in combinations(scenario):
+            requested += 1
+            plan = resolve_plan(combo.toggles, caps, parallel, model_cfg, exe_mode, dtype=dtype)
+            what = plan.key() if device_present else tuple(sorted(combo.toggles.items()))
+            key = (what, batch, input_len, tuple(sorted(combo.env.items())))
+            if key in seen:
+                seen[key].stands_for.append(combo.label)
+                continue
+            identity = {
+                "scenario": scenario.name, "device": device, "dtype": dtype, "model": pb.model,
+                "num_layers": pb.num_layers, "batch_size": batch, "input_len": input_len,
+                "output_len": workload.output_len, "ragged": workload.ragged, "toggles": combo.toggles,
+                "parallel": parallel_fields, "exe_mode": exe_mode, "seed": pb.seed,
+            }
+            if combo.env:
+                identity["env"] = combo.env
+            spec = RunSpec(
+                run_id=run_id(identity), scenario=scenario.name, device=device, dtype=dtype,
+                model=str(pb.model), num_layers=pb.num_layers, with_ckpt=bool(pb.with_ckpt),
+                seed=int(pb.seed or 0), batch_size=batch, input_len=input_len,
+                output_len=int(workload.output_len or 1), ragged=workload.ragged, toggles=dict(combo.toggles),
+                parallel=parallel_fields, exe_mode=exe_mode,
+                enable_cache_compile=scenario.model_config.enable_cache_compile, warmup=measure.warmup,
+                iterations=measure.iterations, profile=bool(measure.profile),
+                numerics_check=measure.numerics_check, timeout_s=measure.timeout_s,
+                env={**pb.env, **combo.env})
+            seen[key] = PlannedRun(spec, plan, combo.label)
+            runs.append(seen[key])
+    return SweepPlan(scenario, caps, runs, requested, device_present)
+
+
+def expand(scenario: Scenario, caps: Capabilities) -> list[RunSpec]:
+    """The RunSpecs of a scenario on a device with these capabilities, duplicates merged, ids stable."""
+    return plan_sweep(scenario, caps).specs()

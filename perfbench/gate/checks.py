@@ -1,0 +1,360 @@
+"""One gate check per function: a rule applied to one run (or one pair of runs) gives one `CheckResult`.
+
+Timing checks compare a run with the same run_id in the baseline; ratio and numerics checks read the current
+folder only; toggles and op-count checks are deterministic comparisons with the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.optimizations import TOGGLE_NAMES
+from perfbench.analysis import stats
+from perfbench.gate.rules import (
+    METRICS,
+    Metric,
+    NumericsRule,
+    OpCountRule,
+    RatioRule,
+    Selector,
+    TimingRule,
+    TogglesRule,
+)
+from perfbench.results import RunResult
+from perfbench.run.host_load import contention
+
+PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+# A timing check whose evidence cannot decide: the effect is within the noise, or the machine was contended.
+# It is neither a pass nor a failure.
+INCONCLUSIVE = "INCONCLUSIVE"
+_COUNT_SLACK = 1e-9  # op counts may be per-step averages (floats); ignore rounding noise
+
+
+@dataclass
+class CheckResult:
+    status: str  # PASS | FAIL | INCONCLUSIVE | SKIP (not compared, with the reason)
+    kind: str  # rule kind, or "status" / "coverage" for run bookkeeping
+    name: str  # metric or check label
+    run_id: str | None
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        run = f" run={self.run_id}" if self.run_id else ""
+        return f"{self.status} {self.name}{run}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "kind": self.kind, "name": self.name, "run_id": self.run_id,
+                "message": self.message, "details": self.details}
+
+
+# ---- reading runs --------------------------------------------------------------------------------
+
+def run_field(result: RunResult, name: str) -> Any:
+    """A selector field of a run: spec key, world_size, req.<toggle> (bool) or eff.<toggle> (state)."""
+    if name.startswith("req."):
+        return bool(result.spec.get("toggles", {}).get(name[4:], False))
+    if name.startswith("eff."):
+        return result.plan.get(name[4:], {}).get("state", "")
+    if name == "world_size":
+        return int(result.spec.get("parallel", {}).get("world_size", 1))
+    return result.spec.get(name)
+
+
+def _value_matches(name: str, actual: Any, wanted: Any) -> bool:
+    if isinstance(wanted, list):
+        return any(_value_matches(name, actual, w) for w in wanted)
+    if isinstance(wanted, dict):  # {min, max}, inclusive
+        if not isinstance(actual, int | float) or isinstance(actual, bool):
+            return False
+        return wanted.get("min", -math.inf) <= actual <= wanted.get("max", math.inf)
+    if name.startswith("eff.") and wanted == "off":
+        return actual in ("off", "inactive")  # both run the unfused path
+    return actual == wanted
+
+
+def selects(result: RunResult, selector: Selector) -> bool:
+    return all(_value_matches(name, run_field(result, name), wanted) for name, wanted in selector.items())
+
+
+def metric_samples(result: RunResult, metric: Metric) -> list[float] | None:
+    """Raw samples of a metric (ms latencies, or tok/s derived from them), None when not recorded."""
+    if metric.samples is None:
+        return None
+    raw = result.samples.get(metric.samples)
+    if not raw:
+        return None
+    if metric.tokens is None:
+        return [float(v) for v in raw]
+    return [_tokens(result, metric) * 1000.0 / float(v) for v in raw if v > 0]
+
+
+def _tokens(result: RunResult, metric: Metric) -> float:
+    """Tokens per latency sample: recovered from the summary (throughput x median latency, exact for ragged
+    prompts too), else batch_size x input_len (prefill) or batch_size (decode)."""
+    throughput = result.summary.get(metric.summary_key)
+    latency = result.summary.get(f"{metric.samples}_median")
+    if throughput and latency:
+        return float(throughput) * float(latency) / 1000.0
+    batch = int(result.spec.get("batch_size", 1))
+    return float(batch * int(result.spec.get("input_len", 1)) if metric.tokens == "prefill" else batch)
+
+
+def _statistic(metric: Metric) -> Any:
+    if metric.statistic == "median":
+        return stats.median
+    q = float(metric.statistic[1:])
+    return lambda values: stats.percentile(values, q)
+
+
+def paired_values(first: RunResult, second: RunResult, metric: Metric) -> tuple[
+        float | None, float | None, list[float] | None, list[float] | None]:
+    """(value, value, samples, samples) of two runs from one estimator: the statistic of the raw samples when
+    both runs have them, else both summary values (samples None), so the two sides never mix estimators."""
+    a, b = metric_samples(first, metric), metric_samples(second, metric)
+    if a and b:
+        stat = _statistic(metric)
+        return float(stat(a)), float(stat(b)), a, b
+    va, vb = first.summary.get(metric.summary_key), second.summary.get(metric.summary_key)
+    return (None if va is None else float(va)), (None if vb is None else float(vb)), None, None
+
+
+def fmt(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _direction(metric: Metric, ratio: float) -> str:
+    if round(ratio, 2) == 1.0:
+        return "1.00x (unchanged)"
+    if ratio >= 1.0:
+        return f"{ratio:.2f}x {metric.worse}"
+    return f"{1.0 / ratio:.2f}x {metric.better}" if ratio > 0 else f"{metric.better} (was 0)"
+
+
+# ---- timing vs baseline --------------------------------------------------------------------------
+
+def mann_whitney_p(rule: TimingRule, base: RunResult, cur: RunResult) -> float | None:
+    """The raw one-sided p-value `check_timing` would use, None when it uses no U test (for corrections)."""
+    metric = METRICS[rule.metric]
+    _, _, before, after = paired_values(base, cur, metric)
+    if rule.test != "mann_whitney" or not (before and after):
+        return None
+    if stats.min_one_sided_p(len(before), len(after)) >= rule.alpha:
+        return None  # the no-overlap fallback decides, not p
+    alternative = "less" if metric.higher_is_better else "greater"
+    return stats.mann_whitney_u(after, before, alternative=alternative)[1]
+
+
+def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: float | None = None,
+                 correction: str = "") -> CheckResult:
+    """One-sided: fails only when the metric is worse by more than `threshold` AND the test says it is no
+    chance (Mann-Whitney p < alpha, or the bootstrap (1 - 2 alpha) CI of the ratio lies above 1). Metrics
+    without raw samples on both sides use the threshold alone, and say so. `p_adjusted` (from a
+    multiple-comparison `correction` across checks) replaces p in the decision; the raw p is still shown."""
+    metric = METRICS[rule.metric]
+    name = rule.name or rule.metric
+    threshold_text = f"threshold {rule.threshold * 100:g}%"
+    base_value, cur_value, before, after = paired_values(base, cur, metric)
+    label = metric.statistic if before and after else "value"
+    if base_value is None or cur_value is None:
+        side = "baseline" if base_value is None else "current"
+        return CheckResult(SKIP, "timing", name, cur.run_id, f"no {metric.summary_key} in the {side} run")
+    if base_value <= 0 or cur_value <= 0:
+        return CheckResult(SKIP, "timing", name, cur.run_id, f"non-positive {metric.summary_key}, no ratio")
+    ratio = base_value / cur_value if metric.higher_is_better else cur_value / base_value
+    if busy := contended(base, cur):
+        return CheckResult(INCONCLUSIVE, "timing", name, cur.run_id,
+                           f"{_direction(metric, ratio)}, not decided: {busy}", {"metric": rule.metric, "ratio": ratio})
+    values = f"{label} {fmt(cur_value)} {metric.unit} vs {fmt(base_value)} {metric.unit}"
+    details: dict[str, Any] = {"metric": rule.metric, "ratio": ratio, "current": cur_value,
+                               "baseline": base_value, "threshold": rule.threshold, "alpha": rule.alpha,
+                               "test": rule.test,
+                               "n_current": len(after or []), "n_baseline": len(before or [])}
+    exceeds = ratio > 1.0 + rule.threshold
+    if not (before and after):
+        status = FAIL if exceeds else PASS
+        return CheckResult(status, "timing", name, cur.run_id, f"{_direction(metric, ratio)} ({values}), "
+                           f"{threshold_text} (no raw samples: threshold only)", details)
+    if rule.test == "bootstrap":
+        level = 1.0 - 2.0 * rule.alpha  # the lower bound is then a one-sided (1 - alpha) bound
+        num, den = (before, after) if metric.higher_is_better else (after, before)
+        _, low, high = stats.ratio_ci(den, num, level=level, stat=_statistic(metric))
+        significant = low > 1.0
+        details.update(ci_low=low, ci_high=high, ci_level=level)
+        evidence = (f"{level * 100:g}% CI of ratio [{low:.3f}, {high:.3f}] "
+                    f"{'excludes' if significant else 'includes'} 1")
+    else:
+        verdict = stats.is_slower(before, after, rule.threshold, rule.alpha,
+                                  higher_is_better=metric.higher_is_better)
+        significant = verdict.significant
+        details.update(p_value=verdict.p_value, method=verdict.method)
+        decisive_p = verdict.p_value
+        evidence = f"p={verdict.p_value:.2g}"
+        if p_adjusted is not None and verdict.method == "mann-whitney":
+            decisive_p, significant = p_adjusted, p_adjusted < rule.alpha
+            details.update(p_adjusted=p_adjusted, correction=correction)
+            evidence += f" ({correction}-adjusted {p_adjusted:.2g})"
+        evidence += f" {'<' if decisive_p < rule.alpha else '>='} {rule.alpha:g}"
+        if verdict.method == "no-overlap":
+            overlap = "no overlap" if significant else "samples overlap"
+            evidence += f" ({overlap}: too few samples for the U test)"
+    status = (FAIL if significant else INCONCLUSIVE) if exceeds else PASS
+    if exceeds and not significant:
+        evidence += " (not significant: inconclusive)"
+    return CheckResult(status, "timing", name, cur.run_id,
+                       f"{_direction(metric, ratio)} ({values}), {evidence}, {threshold_text}", details)
+
+
+# ---- deterministic checks vs baseline ------------------------------------------------------------
+
+def check_toggles(rule: TogglesRule, base: RunResult, cur: RunResult) -> CheckResult:
+    """Every toggle effectively `on` in the baseline must still be `on` for the same run_id."""
+    if not base.plan:
+        return CheckResult(SKIP, "toggles", rule.name, cur.run_id, "baseline run has no plan")
+    was_on = [t for t, d in base.plan.items() if d.get("state") == "on"]
+    lost = []
+    for toggle in was_on:
+        now = cur.plan.get(toggle, {})
+        if now.get("state") != "on":
+            reason = f" ({now['reason']})" if now.get("reason") else ""
+            lost.append(f"{toggle} was on in the baseline, now {now.get('state') or 'missing'}{reason}")
+    details = {"was_on": was_on, "lost": lost}
+    if lost:
+        return CheckResult(FAIL, "toggles", rule.name, cur.run_id, "; ".join(lost), details)
+    return CheckResult(PASS, "toggles", rule.name, cur.run_id,
+                       f"{len(was_on)} toggle(s) on as in the baseline", details)
+
+
+def check_op_count(rule: OpCountRule, base: RunResult, cur: RunResult) -> CheckResult:
+    """Decode ops per step, in total and per op name, must not exceed baseline * (1 + tolerance); an op
+    absent from the baseline counts as 0 there (a fused path that falls apart shows new op names)."""
+    base_total, cur_total = base.trace.get("decode_ops_per_step"), cur.trace.get("decode_ops_per_step")
+    if base_total is None or cur_total is None:
+        side = "baseline" if base_total is None else "current"
+        return CheckResult(SKIP, "op_count", rule.name, cur.run_id,
+                           f"no decode op count in the {side} run (trace)")
+    factor = 1.0 + rule.tolerance
+    grown = []
+    if float(cur_total) > float(base_total) * factor + _COUNT_SLACK:
+        grown.append(f"total {cur_total:g} > {base_total:g}")
+    if rule.per_op:
+        base_ops = base.trace.get("op_counts_per_decode_step") or {}
+        cur_ops = cur.trace.get("op_counts_per_decode_step") or {}
+        if base_ops and cur_ops:
+            for op in sorted(cur_ops):
+                before = float(base_ops.get(op, 0))
+                if float(cur_ops[op]) > before * factor + _COUNT_SLACK:
+                    grown.append(f"{op} {before:g} -> {float(cur_ops[op]):g}")
+    tolerance = f"tolerance {rule.tolerance * 100:g}%"
+    details = {"baseline": base_total, "current": cur_total, "tolerance": rule.tolerance, "grown": grown}
+    if grown:
+        shown = ", ".join(grown[:6]) + (f", ... ({len(grown) - 6} more)" if len(grown) > 6 else "")
+        return CheckResult(FAIL, "op_count", rule.name, cur.run_id,
+                           f"decode ops per step grew: {shown} ({tolerance})", details)
+    return CheckResult(PASS, "op_count", rule.name, cur.run_id,
+                       f"decode ops per step {cur_total:g} vs {base_total:g} ({tolerance})", details)
+
+
+# ---- current folder only -------------------------------------------------------------------------
+
+def check_numerics(rule: NumericsRule, cur: RunResult) -> CheckResult:
+    """max_abs_logit_diff against the all-off reference <= the bound for the run's dtype; tokens_match."""
+    numerics = cur.numerics or {}
+    diff, tokens_match = numerics.get("max_abs_logit_diff"), numerics.get("tokens_match")
+    if diff is None and tokens_match is None:
+        return CheckResult(SKIP, "numerics", rule.name, cur.run_id, "no numerics recorded")
+    dtype = str(cur.spec.get("dtype", ""))
+    bound = rule.max_abs_logit_diff.get(dtype, rule.max_abs_logit_diff.get("*"))
+    problems, facts = [], []
+    if diff is not None:
+        if bound is None:
+            facts.append(f"max_abs_logit_diff {float(diff):.3g} (no bound for dtype {dtype})")
+        elif float(diff) > bound or math.isnan(float(diff)):
+            problems.append(f"max_abs_logit_diff {float(diff):.3g} > {bound:g} ({dtype})")
+        else:
+            facts.append(f"max_abs_logit_diff {float(diff):.3g} <= {bound:g}")
+    if rule.tokens_match and tokens_match is False:
+        problems.append("generated tokens differ from the reference")
+    elif tokens_match is not None:
+        facts.append(f"tokens_match {tokens_match}")
+    details = {"max_abs_logit_diff": diff, "bound": bound, "tokens_match": tokens_match, "dtype": dtype}
+    if problems:
+        return CheckResult(FAIL, "numerics", rule.name, cur.run_id, "; ".join(problems), details)
+    return CheckResult(PASS, "numerics", rule.name, cur.run_id, ", ".join(facts), details)
+
+
+def _selector_toggles(rule: RatioRule) -> set[str]:
+    return {key.split(".", 1)[1] for key in (*rule.numerator, *rule.denominator) if "." in key}
+
+
+def _other_toggles(result: RunResult, skip: set[str]) -> tuple[bool, ...]:
+    # What actually ran: effective state when the plan exists, the request otherwise.
+    if result.plan:
+        return tuple(result.plan.get(t, {}).get("state") == "on" for t in TOGGLE_NAMES if t not in skip)
+    return tuple(bool(result.spec.get("toggles", {}).get(t)) for t in TOGGLE_NAMES if t not in skip)
+
+
+def ratio_pairs(rule: RatioRule, current: list[RunResult]) -> list[tuple[RunResult, RunResult]]:
+    """(numerator, denominator) runs that differ in the selectors and agree on `match` (minus the fields the
+    selectors name) and on every other toggle's effective state."""
+    ok = [r for r in current if r.status == "ok" and selects(r, rule.where)]
+    skip = _selector_toggles(rule)
+    keys = [k for k in rule.match if k not in rule.numerator and k not in rule.denominator]
+
+    def identity(r: RunResult) -> tuple[Any, ...]:
+        return (*(run_field(r, k) for k in keys), _other_toggles(r, skip))
+
+    numerators = [r for r in ok if selects(r, rule.numerator)]
+    denominators = [r for r in ok if selects(r, rule.denominator)]
+    return [(n, d) for n in numerators for d in denominators
+            if n.run_id != d.run_id and identity(n) == identity(d)]
+
+
+def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckResult:
+    """metric(numerator) / metric(denominator) within [min, max]; the 95 % bootstrap CI is reported when
+    both runs have raw samples (informative only: the bound applies to the point ratio)."""
+    metric = METRICS[rule.metric]
+    name = rule.name or f"{rule.metric} ratio"
+    pair_id = f"{num.run_id}/{den.run_id}"
+    num_value, den_value, num_samples, den_samples = paired_values(num, den, metric)
+    if num_value is None or den_value is None or den_value <= 0:
+        return CheckResult(FAIL, "ratio", name, pair_id, f"no usable {metric.summary_key} in the pair")
+    ratio = num_value / den_value
+    details: dict[str, Any] = {"metric": rule.metric, "ratio": ratio, "numerator": num_value,
+                               "denominator": den_value, "min": rule.min, "max": rule.max,
+                               "numerator_run": num.run_id, "denominator_run": den.run_id}
+    low = high = ratio  # without raw samples the point ratio alone decides
+    ci = ""
+    if num_samples and den_samples:
+        _, low, high = stats.ratio_ci(den_samples, num_samples, stat=_statistic(metric), n_boot=1000)
+        details.update(ci_low=low, ci_high=high)
+        ci = f", 95% CI [{low:.2f}, {high:.2f}]"
+    bounds = " and ".join(b for b in (f">= {rule.min:g}" if rule.min is not None else "",
+                                      f"<= {rule.max:g}" if rule.max is not None else "") if b)
+    values = f"{fmt(num_value)} / {fmt(den_value)} {metric.unit}{ci}"
+    if busy := contended(num, den):
+        return CheckResult(INCONCLUSIVE, "ratio", name, pair_id,
+                           f"{ratio:.2f}x, not decided: {busy} ({values})", details)
+    # Decided only when the whole CI is on one side of each bound; a CI across a bound is inconclusive.
+    outside = []
+    if rule.min is not None and high < rule.min:
+        outside.append(f"< min {rule.min:g}")
+    if rule.max is not None and low > rule.max:
+        outside.append(f"> max {rule.max:g}")
+    straddled = [f"{b:g}" for b in (rule.min, rule.max) if b is not None and low < b <= high]
+    if outside:
+        return CheckResult(FAIL, "ratio", name, pair_id, f"{ratio:.2f}x {' and '.join(outside)} ({values})",
+                           details)
+    if straddled:
+        return CheckResult(INCONCLUSIVE, "ratio", name, pair_id,
+                           f"{ratio:.2f}x, CI spans the bound {' and '.join(straddled)}: not decided ({values})",
+                           details)
+    return CheckResult(PASS, "ratio", name, pair_id, f"{ratio:.2f}x {bounds} ({values})", details)
+
+
+def contended(*runs: RunResult) -> str:
+    """Why the timings of these runs cannot decide because the machine was busy ("" when none was)."""
+    reasons = [f"{r.run_id}: {why}" for r in runs if (why := contention(r.summary))]
+    return "; ".join(reasons)

@@ -1,0 +1,115 @@
+"""What a result was measured on: code version, library versions, device, threads, relevant env vars.
+
+Read-only: nothing here changes the process. Every probe degrades to "unknown"/None instead of failing, so a
+missing git or library never costs a measurement.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_")
+ENV_NAMES = ("TASK_QUEUE_ENABLE", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_DIR), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_state() -> tuple[str, bool | None]:
+    """(commit sha of perfbench's checkout or "unknown", whether tracked files differ from it)."""
+    sha = _git("rev-parse", "HEAD")
+    if not sha:
+        return "unknown", None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return sha.strip(), (bool(status.strip()) if status is not None else None)
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cann_version() -> str | None:
+    """CANN toolkit version from the install-info files under $ASCEND_TOOLKIT_HOME (or $ASCEND_HOME_PATH)."""
+    for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"):
+        home = os.environ.get(var)
+        if not home:
+            continue
+        root = Path(home)
+        candidates = [root / "version.cfg", root / "ascend_toolkit_install.info",
+                      root / "compiler" / "version.info", *sorted(root.glob("*/ascend_toolkit_install.info"))]
+        for path in candidates:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            found = re.search(r"^\s*(?:version|Version|toolkit_running_version)\s*=\s*\[?([^\]\s:]+)",
+                              text, re.M)
+            if found:
+                return found.group(1)
+    return None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def device_info(device: str) -> tuple[str, int]:
+    """(name, count) of the device; CPU: the CPU model and the logical core count."""
+    try:
+        if device == "cuda" and torch.cuda.is_available():
+            return torch.cuda.get_device_name(0), torch.cuda.device_count()
+        if device == "npu" and hasattr(torch, "npu") and torch.npu.is_available():  # type: ignore[attr-defined]
+            return torch.npu.get_device_name(0), torch.npu.device_count()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a probe that fails is recorded as unknown, never fatal
+        return "unknown", 0
+    if device == "cpu":
+        return cpu_model(), os.cpu_count() or 0
+    return "unknown", 0
+
+
+def relevant_env() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+
+
+def collect_environment(device: str) -> dict[str, Any]:
+    """A snapshot of this process's environment for one result."""
+    sha, dirty = git_state()
+    name, count = device_info(device)
+    return {
+        "git_sha": sha, "git_dirty": dirty,
+        "python": platform.python_version(), "python_executable": sys.executable,
+        "torch": torch.__version__, "torch_npu": package_version("torch_npu"), "cann": cann_version(),
+        "transformers": package_version("transformers"), "torchair": package_version("torchair"),
+        "device": device, "device_name": name, "device_count": count,
+        "torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
+        "env": relevant_env(),
+        "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }

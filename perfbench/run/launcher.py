@@ -1,0 +1,182 @@
+"""Start one run's process and supervise it: the worker command (torchrun when world_size > 1), its
+environment, the timeout, and killing the whole process group so no rank or compile worker outlives the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfbench.results import RunSpec
+
+WORKER_MODULE = "perfbench.run.worker"
+KILL_GRACE_S = 5.0  # SIGTERM first so torchrun can stop its ranks; SIGKILL after this
+# Where `perfbench` is imported from (not resolved, so a symlinked checkout stays itself); children import
+# the same code.
+PROJECT_DIR = Path(__file__).parent.parent.parent
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now (the rendezvous binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | None = None,
+                   python: str = sys.executable) -> list[str]:
+    """`python -m perfbench.run.worker ...`, or the same under torchrun on loopback with per-rank logs."""
+    worker_args = ["-m", WORKER_MODULE, "--spec", str(spec_path), "--out", str(run_dir)]
+    if spec.world_size <= 1:
+        return [python, *worker_args]
+    return [
+        python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(spec.world_size),
+        "--master-addr", "127.0.0.1", "--master-port", str(port or free_port()), "--max-restarts", "0",
+        "--log-dir", str(run_dir / "ranks"), "--redirects", "3", *worker_args,
+    ]
+
+
+def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment + the spec's variables. Thread settings are left as they are."""
+    env = dict(os.environ if base is None else base)
+    env.update(spec.env)
+    paths = [str(PROJECT_DIR.absolute()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.setdefault("PYTHONUNBUFFERED", "1")  # worker.log shows progress up to a timeout or kill
+    return env
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+    signal: int | None  # the signal that ended the process (under torchrun: the first failing rank)
+
+
+INTERRUPTS = {signal.SIGTERM, signal.SIGINT}
+
+
+def _child_setup() -> None:
+    """In the child before exec: take the signals the runner held back, and die with the runner."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+    if sys.platform == "linux":  # prctl(PR_SET_PDEATHSIG, SIGTERM): a killed runner leaves no run behind
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While a run is supervised, SIGTERM to the runner unwinds like Ctrl-C so the run's group is stopped."""
+    def raise_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    except ValueError:  # not the main thread: leave signal handling alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_process(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
+                cwd: Path | None = None) -> ProcessOutcome:
+    """Run `cmd` in its own process group, output to `log_path`; on timeout or interrupt stop the group."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    timed_out = False
+    with open(log_path, "wb") as log, _sigterm_as_interrupt():
+        # NOTE: an interrupt raised while Popen forks can be swallowed (an at-fork hook runs the handler) or
+        # leave a child without a handle; so interrupts wait until the child exists and we hold its pid.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, cwd=cwd, start_new_session=True, preexec_fn=_child_setup)
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a pending interrupt is raised here
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop(proc)
+        except BaseException:
+            _stop(proc)
+            raise
+        finally:
+            _signal_group(proc.pid, signal.SIGKILL)  # leftovers: ranks, compile workers
+    wall = time.monotonic() - start
+    rc = proc.returncode
+    return ProcessOutcome(rc, timed_out, wall, None if timed_out else ending_signal(rc, log_path))
+
+
+def ending_signal(returncode: int | None, log_path: Path) -> int | None:
+    """The signal that ended the process: a negative return code, 128+N, or torchrun's root cause."""
+    if returncode is None or returncode == 0:
+        return None
+    if returncode < 0:
+        return -returncode
+    if 128 < returncode < 128 + 65:
+        return returncode - 128
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return None
+    # torchrun exits 1 and prints "Root Cause (first observed failure): ... exitcode : -9 (pid: ...)"
+    found = re.findall(r"Root Cause.*?exitcode\s*:\s*(-?\d+)", text, re.S)
+    if found and int(found[-1]) < 0:
+        return -int(found[-1])
+    return None
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def rank_log_tails(run_dir: Path, lines: int = 10) -> str:
+    """Last lines of each rank's stderr (torchrun layout: ranks/<job>/attempt_N/<rank>/stderr.log)."""
+    parts = []
+    for path in sorted((run_dir / "ranks").glob("*/attempt_*/*/stderr.log")):
+        text = tail(path, lines)
+        if text:
+            parts.append(f"[rank {path.parent.name}]\n{text}")
+    return "\n".join(parts)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -1,0 +1,287 @@
+"""Inside one run: build, check numerics against the all-off reference, warm up (compile), time, profile.
+
+Protocol (one process per run):
+1. Reference: when `numerics_check`, the all-off model with the same weights decodes the workload first; its
+   logits are kept and the model is freed (so the measured model's peak memory is not doubled).
+2. Build the measured model; warm-up iterations (untimed) -- the first decode step of a graph_mode plan
+   compiles, and that first call is reported as `compile_s` (and `compile_warm_s`: a second compile after
+   a dynamo reset, i.e. from the warm inductor / torchair cache, when enable_cache_compile is on); the first
+   prefill (which builds the plan's compiled CPU kernels, if any) is reported as `first_ttft_ms`.
+3. `iterations` timed iterations: prefill (TTFT) and every decode step (TPOT), each bounded by device
+   synchronization; the model forward only (argmax and input building are outside the timer). The output
+   length is pinned (no EOS) and checked.
+4. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
+   layer/module scopes; its trace is parsed into tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import gc
+import hashlib
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from model import Qwen3_5MoeForCausalLM
+from model.backend import Capabilities, detect_capabilities, peak_memory_mb, synchronize, timed
+from model.cache import Qwen3_5MoeCache
+from model.config import load_config
+from model.tracing import scope_name
+from perfbench.analysis import stats
+from perfbench.results import RunResult, RunSpec
+from perfbench.run import host_load
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Workload:
+    prompts: list[list[int]]
+    output_len: int
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(len(p) for p in self.prompts)
+
+
+def make_workload(spec: RunSpec, vocab_size: int) -> Workload:
+    """Seeded random prompts; ragged: lengths spread evenly from input_len/4 to input_len (longest first)."""
+    gen = torch.Generator().manual_seed(spec.seed + 7)
+    if spec.ragged and spec.batch_size > 1:
+        lo = max(1, spec.input_len // 4)
+        lengths = [round(spec.input_len - i * (spec.input_len - lo) / (spec.batch_size - 1))
+                   for i in range(spec.batch_size)]
+    else:
+        lengths = [spec.input_len] * spec.batch_size
+    prompts = [torch.randint(0, vocab_size, (n,), generator=gen).tolist() for n in lengths]
+    return Workload(prompts, spec.output_len)
+
+
+@dataclass
+class Iteration:
+    ttft_s: float
+    step_s: list[float]
+    tokens: torch.Tensor  # [B, output_len]
+    logits: torch.Tensor | None  # [B, output_len, V] when kept
+
+
+def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
+                  cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False,
+                  annotate: bool = False) -> Iteration:
+    """One prefill + (output_len - 1) decode steps, each timed with device synchronization."""
+    device = model.device.type
+    cache.reset()
+
+    def scopes(**fields: object) -> contextlib.AbstractContextManager:
+        # phase/step ranges sit outside a compiled decode graph, so they are recorded in every plan
+        return torch.profiler.record_function(scope_name(**fields)) if annotate else contextlib.nullcontext()
+
+    with scopes(phase="prefill"):
+        logits, ttft = timed(device, lambda: model.prefill(ids, seq_lens, cache))
+    tokens = [logits.argmax(-1)]
+    kept = [logits] if keep_logits else []
+    step_s = []
+    for i in range(output_len - 1):
+        with scopes(phase="decode", step=i):
+            logits, dt_s = timed(device, lambda: model.decode_step(tokens[-1], cache))
+        step_s.append(dt_s)
+        tokens.append(logits.argmax(-1))
+        if keep_logits:
+            kept.append(logits)
+    out = torch.stack(tokens, dim=1)
+    if out.shape[1] != output_len:
+        raise RuntimeError(f"generated {out.shape[1]} tokens per prompt, expected {output_len}")
+    return Iteration(ttft, step_s, out, torch.stack(kept, dim=1) if keep_logits else None)
+
+
+def build_model(spec: RunSpec, caps: Capabilities, toggles: dict[str, bool] | str,
+                compile_cache_dir: Path | None = None) -> Qwen3_5MoeForCausalLM:
+    return Qwen3_5MoeForCausalLM.from_pretrained(
+        spec.model, dtype=DTYPES[spec.dtype], device=caps.device, optimizations=toggles,
+        parallel_config=spec.parallel, num_layers=spec.num_layers, dummy_weights=not spec.with_ckpt,
+        seed=spec.seed, exe_mode=spec.exe_mode, caps=caps, compile_cache_dir=compile_cache_dir)
+
+
+def reference_key(spec: RunSpec) -> str:
+    """Runs that share weights and workload share the all-off reference logits."""
+    parts = (spec.model, spec.num_layers, spec.with_ckpt, spec.seed, spec.dtype, spec.device, spec.batch_size,
+             spec.input_len, spec.output_len, spec.ragged, sorted(spec.parallel.items()))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> torch.Tensor:
+    """The all-off model's logits for this workload, computed once per sweep (kept as safetensors beside the
+    runs, so later runs of the same shape load them instead of decoding the slow unfused model again)."""
+    from safetensors.torch import load_file, save_file  # noqa: PLC0415
+
+    path = cache_dir / f"{reference_key(spec)}.safetensors" if cache_dir is not None else None
+    if path is not None and path.is_file():
+        return load_file(str(path))["logits"]
+    logits = _decode_reference(spec, caps, workload)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        save_file({"logits": logits.contiguous()}, str(tmp))
+        tmp.replace(path)
+    return logits
+
+
+def _decode_reference(spec: RunSpec, caps: Capabilities, workload: Workload) -> torch.Tensor:
+    model = build_model(spec, caps, "none")
+    ids, seq_lens = model.pad_prompts(workload.prompts)
+    cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
+    it = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=True)
+    logits = it.logits
+    del model, cache
+    gc.collect()
+    return logits  # type: ignore[return-value]
+
+
+def summarize(ttft_ms: list[float], tpot_ms: list[float], workload: Workload) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, values in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)):
+        for label, p in (("median", 50.0), ("p90", 90.0), ("p99", 99.0)):
+            out[f"{name}_{label}"] = stats.percentile(values, p) if values else None
+    ttft = out["ttft_ms_median"]
+    tpot = out["tpot_ms_median"]
+    out["prefill_tok_s"] = workload.prompt_tokens / (ttft / 1e3) if ttft else None
+    out["decode_tok_s"] = len(workload.prompts) / (tpot / 1e3) if tpot else None
+    return out
+
+
+def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    from perfbench.run.environment import collect_environment  # noqa: PLC0415
+
+    torch.manual_seed(spec.seed)
+    caps = detect_capabilities(spec.device)
+    result = RunResult(run_id=spec.run_id, status="ok", spec=spec.to_dict(), started_at=started,
+                       env=collect_environment(caps.device))
+    reference = None
+    if spec.numerics_check:
+        vocab = load_config(spec.model, spec.num_layers).vocab_size
+        # every rank must decode the reference (collectives), so only single-process runs share a cached one
+        shared = run_dir.parent.parent / "reference" if spec.world_size == 1 else None
+        reference = reference_logits(spec, caps, make_workload(spec, vocab), shared)
+    if caps.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    cache_dir = run_dir / "compile_cache" if spec.enable_cache_compile else None
+    model = build_model(spec, caps, spec.toggles, cache_dir)
+    result.plan = model.plan.as_dict()
+    workload = make_workload(spec, model.config.vocab_size)
+    ids, seq_lens = model.pad_prompts(workload.prompts)
+    cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
+
+    # warm-up; the first decode call compiles under graph_mode, and the first prefill builds any compiled CPU
+    # kernels of the plan (norms, rotary, chunk_gdr terms): reported as first_ttft_ms
+    compile_s = None
+    first_ttft_ms = None
+    for i in range(max(spec.warmup, 1)):
+        it = run_iteration(model, ids, seq_lens, cache, workload.output_len)
+        if i == 0:
+            first_ttft_ms = it.ttft_s * 1e3
+        if i == 0 and model.plan.on("graph_mode") and it.step_s:
+            steady = stats.median(it.step_s[1:]) if len(it.step_s) > 1 else 0.0
+            compile_s = it.step_s[0] - steady
+    compile_warm_s = None
+    if compile_s is not None and spec.enable_cache_compile:
+        model.reset_graph()
+        it = run_iteration(model, ids, seq_lens, cache, workload.output_len)
+        steady = stats.median(it.step_s[1:]) if len(it.step_s) > 1 else 0.0
+        compile_warm_s = it.step_s[0] - steady
+
+    ttft_ms: list[float] = []
+    tpot_ms: list[float] = []
+    last = None
+    before = host_load.snapshot()
+    for _ in range(spec.iterations):
+        last = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=reference is not None)
+        ttft_ms.append(last.ttft_s * 1e3)
+        tpot_ms.extend(s * 1e3 for s in last.step_s)
+    synchronize(caps.device)
+    load = host_load.host_load(before, host_load.snapshot(), run_threads=_run_threads(caps.device))
+    result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    result.summary = summarize(ttft_ms, tpot_ms, workload)
+    result.summary["compile_s"] = compile_s
+    result.summary["compile_warm_s"] = compile_warm_s
+    result.summary["first_ttft_ms"] = first_ttft_ms
+    result.summary["peak_mem_mb"] = peak_memory_mb(caps.device)
+    if load is not None:
+        result.summary.update(load.as_summary())
+
+    if reference is not None and last is not None and last.logits is not None:
+        diff = (last.logits.float() - reference.float()).abs().max().item()
+        result.numerics = {"max_abs_logit_diff": diff,
+                           "tokens_match": bool(torch.equal(last.logits.argmax(-1), reference.argmax(-1))),
+                           "reference": "all toggles off, same weights, same process"}
+    if spec.profile:
+        result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def _run_threads(device: str) -> int:
+    """CPU threads this run keeps busy on this host: its intra-op threads on CPU (one host thread per rank on an
+    accelerator), times the ranks started here."""
+    per_rank = torch.get_num_threads() if device == "cpu" else 1
+    return per_rank * int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
+                      cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
+                      caps: Capabilities) -> dict[str, object]:
+    """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
+    from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
+    from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
+
+    rank = int(os.environ.get("RANK", "0"))
+    # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
+    # rank 0 turns its trace into the run's tables
+    trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
+    # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
+    layer_scopes = not model.plan.on("graph_mode")
+    try:
+        with capture_trace(model.device.type, trace_dir) as capture:
+            with model.scopes.enable() if layer_scopes else contextlib.nullcontext():
+                run_iteration(model, ids, seq_lens, cache, workload.output_len, annotate=True)
+        if rank != 0:
+            return {"dir": str(trace_dir.relative_to(run_dir))}
+        events = parse_trace_path(capture.paths[0])
+        tables = write_tables(events, run_dir / "tables")
+        roofline_error = None
+        try:
+            tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
+        except Exception:  # noqa: BLE001 - the roofline columns are extra; the trace tables stand
+            roofline_error = traceback.format_exc(limit=2)
+        counts = op_counts_per_decode_step(events)
+        total = counts.pop(ALL_OPS, None)
+        out = {"dir": str(trace_dir.relative_to(run_dir)), "tables": [str(p.relative_to(run_dir)) for p in tables],
+               "decode_ops_per_step": total, "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
+        if roofline_error:
+            out["roofline_error"] = roofline_error
+        return out
+    except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
+        return {"error": traceback.format_exc(limit=3)}
+
+
+def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,
+                    caps: Capabilities, out_dir: Path) -> list[Path]:
+    """tables/roofline.csv: measured time per (phase, category) next to the roofline of the same work."""
+    from model.parallel_config import ParallelConfig  # noqa: PLC0415
+    from perfbench.roofline.measured import peaks_for_run, write_roofline_table  # noqa: PLC0415
+
+    peaks = peaks_for_run(caps.device, caps.device_name, caps.npu_platform)
+    path = write_roofline_table(events, model.config, ParallelConfig.from_dict(spec.parallel), model.plan,
+                                [len(p) for p in workload.prompts], workload.output_len, spec.dtype, peaks, out_dir)
+    return [path] if path is not None else []

@@ -1,0 +1,197 @@
+"""`perfbench run`: a scenario's runs, each in a fresh process, with timeouts, failure records and resume.
+
+Result folder: scenario.json, results.jsonl + results.csv (rewritten atomically after every run, so an
+interrupted sweep loses nothing already measured), runs/<run_id>/{spec.json, worker.log, result.json, ranks/}.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from model.backend import Capabilities, detect_capabilities
+from perfbench.config.scenario import Scenario, load_scenario
+from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
+from perfbench.errors import UserError
+from perfbench.results import RunResult, atomic_write_json, load_results, write_results
+from perfbench.run.environment import collect_environment
+from perfbench.run.launcher import (
+    ProcessOutcome,
+    child_env,
+    rank_log_tails,
+    run_process,
+    signal_name,
+    tail,
+    worker_command,
+)
+
+INTERRUPTED_EXIT = 130
+
+
+def _say(text: str, end: str = "\n") -> None:
+    print(text, end=end, file=sys.stderr, flush=True)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
+
+
+def capabilities_for(scenario: Scenario, dry_run: bool) -> tuple[Capabilities, bool]:
+    """(capabilities, device present); a dry run without the device here gets stand-in capabilities."""
+    device = scenario.perfbench.device
+    try:
+        return detect_capabilities(device), True
+    except RuntimeError as err:
+        if dry_run:
+            return Capabilities(device=device, device_name="(not present here)"), False
+        raise UserError(f"{Path(scenario.source).name}: perfbench.device: {err}; run with "
+                        f"--set perfbench.device=cpu, or --dry-run to see the plans") from None
+
+
+def default_out(name: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    return Path("reports") / f"{safe}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def previous_results(out: Path, resume: bool, out_given: bool) -> list[RunResult]:
+    has_results = (out / "results.jsonl").is_file()
+    if resume and not out_given:
+        raise UserError("--resume needs --out <the folder of the sweep to continue>")
+    if not resume:
+        if has_results:
+            raise UserError(f"--out {out}: already holds results.jsonl; add --resume to continue that sweep, "
+                            f"or choose another folder")
+        return []
+    if not has_results:
+        return []
+    try:
+        return load_results(out)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"--resume: {' '.join(str(err).split())}") from None
+
+
+def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, started: str,
+             env: dict[str, object]) -> RunResult:
+    """The run's result: the worker's result.json if it wrote one, else a failure record saying why."""
+    spec = planned.spec
+    result_path = run_dir / "result.json"
+    if result_path.is_file():
+        try:
+            result = RunResult.from_dict(json.loads(result_path.read_text()))
+        except (ValueError, TypeError) as err:
+            result = RunResult(spec.run_id, "error", spec.to_dict(), error=f"unreadable result.json: {err}")
+        result.plan = result.plan or planned.plan.as_dict()
+        result.env = result.env or env
+        result.started_at = result.started_at or started
+        result.wall_s = result.wall_s or outcome.wall_s
+        return result
+    log = tail(run_dir / "worker.log")
+    ranks = rank_log_tails(run_dir)
+    parts = (log and f"--- worker.log ---\n{log}", ranks and f"--- rank logs ---\n{ranks}")
+    detail = "\n".join(x for x in parts if x)
+    if outcome.timed_out:
+        status, why = "timeout", f"timed out after {spec.timeout_s:g} s; process group killed"
+    elif outcome.signal is not None:
+        status, why = "killed", f"killed by {signal_name(outcome.signal)} without a result"
+    else:
+        status, why = "error", f"worker exited with code {outcome.returncode} without a result"
+    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(),
+                     error=f"{why}\n{detail}".rstrip(), plan=planned.plan.as_dict(), env=dict(env),
+                     started_at=started, wall_s=outcome.wall_s)
+
+
+def execute(planned: PlannedRun, out: Path, env: dict[str, object]) -> tuple[RunResult, float]:
+    """One run in a fresh process (torchrun when world_size > 1): (result, the process's wall seconds)."""
+    spec = planned.spec
+    run_dir = out / "runs" / spec.run_id
+    (run_dir / "result.json").unlink(missing_ok=True)  # left by an interrupted attempt
+    spec_path = run_dir / "spec.json"
+    atomic_write_json(spec_path, spec.to_dict())
+    started = _now()
+    outcome = run_process(worker_command(spec, spec_path, run_dir), child_env(spec), run_dir / "worker.log",
+                          spec.timeout_s)
+    return classify(planned, outcome, run_dir, started, env), outcome.wall_s
+
+
+def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult]) -> list[RunResult]:
+    """Run what `previous` lacks; rewrite the result files after each run. Returns this sweep's results."""
+    device = sweep.runs[0].spec.device if sweep.runs else sweep.caps.device
+    env = collect_environment(device)
+    results = list(previous)
+    done = {r.run_id for r in previous}
+    atomic_write_json(out / "scenario.json", sweep.scenario.as_dict())
+    for planned in sweep.runs:
+        if planned.spec.run_id not in done:
+            atomic_write_json(out / "runs" / planned.spec.run_id / "spec.json", planned.spec.to_dict())
+    total = len(sweep.runs)
+    todo = total - sum(r.spec.run_id in done for r in sweep.runs)
+    _say(f"{sweep.scenario.name}: {total} run{'s' * (total != 1)} on {device}, "
+         f"{total - todo} already recorded, {todo} to run; results in {out}")
+    start = time.monotonic()
+    failures = 0
+    for k, planned in enumerate(sweep.runs, 1):
+        spec = planned.spec
+        if spec.run_id in done:
+            continue
+        _say(f"[{k}/{total}] {spec.run_id} {shape_label(spec)} {compact(planned.plan)} ... ", end="")
+        result, wall = execute(planned, out, env)
+        results.append(result)
+        write_results(out, results)
+        failures += result.status != "ok"
+        _say(f"{result.status} {wall:.1f}s (elapsed {_duration(time.monotonic() - start)}, "
+             f"failures {failures})")
+        if result.status != "ok" and result.error:
+            _say(f"    {result.error.strip().splitlines()[-1][:200]}")
+    ids = {p.spec.run_id for p in sweep.runs}
+    return [r for r in results if r.run_id in ids]
+
+
+def _build_report(out: Path) -> None:
+    try:
+        from perfbench.report import build_report
+    except ImportError:
+        _say("report: perfbench.report is not available in this checkout; skipped")
+        return
+    try:
+        print(f"report: {build_report(out)}")
+    except Exception as err:  # noqa: BLE001 - the runs are saved; a report bug must not hide them
+        _say(f"report: failed ({type(err).__name__}: {' '.join(str(err).split())}); "
+             f"rerun with `perfbench report {out}`")
+
+
+def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str], dry_run: bool,
+                 resume: bool, report: bool) -> int:
+    """Validate, expand and run a scenario. Exit code: 0 all runs ok, 1 some run failed, 130 interrupted."""
+    sc = load_scenario(scenario, overrides)
+    caps, present = capabilities_for(sc, dry_run)
+    sweep = plan_sweep(sc, caps, device_present=present)
+    if dry_run:
+        print(sweep.describe())
+        return 0
+    missing = sc.model_missing()
+    if missing:
+        raise UserError(f"{Path(sc.source).name}: {missing}")
+    out = Path(out_dir) if out_dir else default_out(sc.name)
+    previous = previous_results(out, resume, out_dir is not None)
+    try:
+        results = run_sweep(sweep, out, previous)
+    except KeyboardInterrupt:
+        again = " ".join(["perfbench run", *([scenario] if scenario else []),
+                          *(f"--set {o}" for o in overrides), f"--out {out} --resume"])
+        _say(f"\ninterrupted; finished runs are in {out}/results.jsonl; continue with: {again}")
+        return INTERRUPTED_EXIT
+    if report:
+        _build_report(out)
+    counts = {s: sum(r.status == s for r in results) for s in ("ok", "error", "timeout", "killed")}
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "ok")
+    print(f"{len(results)} run{'s' * (len(results) != 1)}: {tally}; results in {out}/results.jsonl")
+    return 0 if results and counts["ok"] == len(results) else 1

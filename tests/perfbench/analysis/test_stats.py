@@ -1,0 +1,210 @@
+"""perfbench.analysis.stats against textbook values, scipy (when installed) and simulated coverage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfbench.analysis import stats
+
+finite_floats = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+def test_median_and_percentile_textbook() -> None:
+    assert stats.median([3, 1, 2]) == 2.0
+    assert stats.median([4, 1, 3, 2]) == 2.5
+    # Linear interpolation between closest ranks: position (n-1) * p / 100.
+    values = [15, 20, 35, 40, 50]
+    assert stats.percentile(values, 0) == 15
+    assert stats.percentile(values, 100) == 50
+    assert stats.percentile(values, 40) == pytest.approx(29.0)  # position 1.6: 20 + 0.6 * 15
+    assert stats.percentile(values, 90) == pytest.approx(46.0)  # position 3.6: 40 + 0.6 * 10
+
+
+@pytest.mark.parametrize("p", [-0.1, 100.5, math.nan])
+def test_percentile_range_checked(p: float) -> None:
+    with pytest.raises(ValueError, match="percentile p"):
+        stats.percentile([1.0, 2.0], p)
+
+
+def test_empty_and_nan_rejected() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        stats.median([])
+    with pytest.raises(ValueError, match="NaN"):
+        stats.summarize([1.0, float("nan")])
+
+
+def test_summarize_textbook() -> None:
+    summary = stats.summarize([2, 4, 4, 4, 5, 5, 7, 9])
+    assert summary["count"] == 8
+    assert summary["mean"] == 5.0
+    assert summary["median"] == 4.5
+    assert summary["min"] == 2 and summary["max"] == 9
+    assert summary["stdev"] == pytest.approx(math.sqrt(32 / 7))  # sample stdev, ddof=1
+    assert summary["iqr"] == pytest.approx(5.5 - 4.0)
+    assert stats.summarize([3.0])["stdev"] == 0.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(finite_floats, min_size=1, max_size=40))
+def test_summarize_orders(values: list[float]) -> None:
+    s = stats.summarize(values)
+    assert s["min"] <= s["median"] <= s["p90"] <= s["p99"] <= s["max"]
+    assert s["iqr"] >= 0 and s["stdev"] >= 0
+
+
+def test_median_ci_order_statistics() -> None:
+    # n = 100 at 95 %: the textbook interval is [x_(40), x_(61)].
+    assert stats.median_ci(np.arange(1, 101), level=0.95) == (40.0, 61.0)
+    # n = 10 at 95 %: P(B <= 1) = 11/1024 <= 0.025 < P(B <= 2) -> [x_(2), x_(9)].
+    assert stats.median_ci(np.arange(1, 11), level=0.95) == (2.0, 9.0)
+    # Too few samples for 99 % (n < 8): falls back to the sample range.
+    assert stats.median_ci([5.0, 1.0, 3.0], level=0.99) == (1.0, 5.0)
+
+
+def test_median_ci_coverage_by_simulation() -> None:
+    rng = np.random.default_rng(3)
+    true_median = math.exp(0.0)  # lognormal(0, s) has median 1
+    hits = 0
+    for _ in range(400):
+        lo, hi = stats.median_ci(rng.lognormal(0.0, 0.3, size=25), level=0.95)
+        hits += lo <= true_median <= hi
+    assert hits / 400 >= 0.93  # guaranteed >= 95 % in theory; allow simulation noise
+
+
+def test_bootstrap_ci_deterministic_and_contains_median() -> None:
+    values = np.random.default_rng(0).normal(10.0, 1.0, size=50)
+    first = stats.bootstrap_ci(values, seed=7)
+    assert first == stats.bootstrap_ci(values, seed=7)
+    # Bootstrap medians are order statistics, so another seed may land on the same pair; the mean cannot.
+    mean_ci_seed7 = stats.bootstrap_ci(values, stat=np.mean, seed=7)
+    assert mean_ci_seed7 != stats.bootstrap_ci(values, stat=np.mean, seed=8)
+    assert first[0] < stats.median(values) < first[1]
+    lo, hi = stats.bootstrap_ci(values, stat=np.mean, level=0.99)
+    assert lo < float(np.mean(values)) < hi
+    narrow = stats.bootstrap_ci(values, level=0.5)
+    assert lo < narrow[0] < narrow[1] < hi
+
+
+def test_bootstrap_ci_custom_stat() -> None:
+    values = [1.0, 2.0, 3.0, 4.0, 100.0]
+    lo, hi = stats.bootstrap_ci(values, stat=max, n_boot=500)
+    assert 1.0 <= lo <= hi == 100.0
+
+
+def test_ratio_ci() -> None:
+    rng = np.random.default_rng(1)
+    before = rng.lognormal(math.log(5.0), 0.05, size=40)
+    after = rng.lognormal(math.log(6.0), 0.05, size=40)
+    ratio, lo, hi = stats.ratio_ci(before, after)
+    assert ratio == pytest.approx(stats.median(after) / stats.median(before))
+    assert lo < ratio < hi
+    assert 1.1 < lo and hi < 1.3
+    with pytest.raises(ValueError, match="statistic is 0"):
+        stats.ratio_ci([0.0, 0.0, 0.0], [1.0])
+    p90 = lambda v: stats.percentile(v, 90)  # noqa: E731
+    ratio90, lo90, hi90 = stats.ratio_ci(before, after, stat=p90, n_boot=300)
+    assert ratio90 == pytest.approx(p90(after) / p90(before)) and lo90 < ratio90 < hi90
+
+
+def test_mann_whitney_textbook() -> None:
+    # Complete separation, 3 vs 3: U = 9 and P(U >= 9) = 1 / C(6, 3) = 0.05 exactly.
+    u, p = stats.mann_whitney_u([4, 5, 6], [1, 2, 3], alternative="greater")
+    assert (u, p) == (9.0, pytest.approx(0.05))
+    u, p = stats.mann_whitney_u([4, 5, 6], [1, 2, 3], alternative="less")
+    assert (u, p) == (9.0, pytest.approx(1.0))
+    assert stats.mann_whitney_u([4, 5, 6], [1, 2, 3])[1] == pytest.approx(0.1)
+    # Ties count 1/2 per pair.
+    assert stats.mann_whitney_u([1, 2], [2, 3])[0] == 0.5
+    # Everything tied: no evidence.
+    assert stats.mann_whitney_u([1.0, 1.0], [1.0, 1.0], alternative="greater") == (2.0, 1.0)
+
+
+def test_mann_whitney_input_errors() -> None:
+    with pytest.raises(ValueError, match="alternative"):
+        stats.mann_whitney_u([1], [2], alternative="bigger")
+    with pytest.raises(ValueError, match="ties"):
+        stats.mann_whitney_u([1, 2], [2, 3], method="exact")
+
+
+@pytest.mark.parametrize("m,n,ties", [(4, 6, False), (12, 15, False), (40, 70, False), (9, 11, True),
+                                      (35, 30, True)], ids=lambda v: str(v))
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+def test_mann_whitney_matches_scipy(m: int, n: int, ties: bool, alternative: str) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(m * 100 + n)
+    a, b = rng.normal(0.0, 1.0, m), rng.normal(0.4, 1.0, n)
+    if ties:
+        a, b = np.round(a, 1), np.round(b, 1)
+    method = "asymptotic" if ties or m * n > 2500 else "exact"
+    u, p = stats.mann_whitney_u(a, b, alternative=alternative)
+    ref = scipy_stats.mannwhitneyu(a, b, alternative=alternative, method=method)
+    assert u == pytest.approx(ref.statistic)
+    assert p == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-12)
+
+
+def test_mann_whitney_exact_close_to_asymptotic() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(0, 1, 30), rng.normal(0.5, 1, 30)
+    _, exact = stats.mann_whitney_u(a, b, "less", method="exact")
+    _, approx = stats.mann_whitney_u(a, b, "less", method="asymptotic")
+    assert exact == pytest.approx(approx, abs=2e-3)
+
+
+def test_is_slower_one_sided() -> None:
+    rng = np.random.default_rng(2)
+    before = rng.lognormal(math.log(5.0), 0.05, size=20)
+    slower = before * 1.15
+    verdict = stats.is_slower(before, slower, threshold=0.10, alpha=0.01)
+    assert verdict.ratio == pytest.approx(1.15)
+    assert verdict.significant and verdict.exceeds_threshold and verdict.regressed
+    assert verdict.method == "mann-whitney" and verdict.p_value < 1e-6
+    faster = stats.is_slower(before, before / 1.15, threshold=0.10, alpha=0.01)
+    assert not faster.regressed and faster.ratio < 1 and faster.p_value > 0.99
+    # A significant but small slowdown stays under the threshold.
+    small = stats.is_slower(before, before * 1.05, threshold=0.10, alpha=0.01)
+    assert small.significant and not small.exceeds_threshold and not small.regressed
+
+
+def test_is_slower_higher_is_better() -> None:
+    before = np.linspace(100.0, 110.0, 20)
+    lower_throughput = stats.is_slower(before, before / 1.2, threshold=0.1, alpha=0.01, higher_is_better=True)
+    assert lower_throughput.regressed and lower_throughput.ratio == pytest.approx(1.2)
+    higher = stats.is_slower(before, before * 1.2, threshold=0.1, alpha=0.01, higher_is_better=True)
+    assert not higher.regressed
+
+
+def test_is_slower_tiny_samples_fall_back_to_separation() -> None:
+    # 2 vs 2 samples cannot reach p < 0.01 (min p = 1/6): separation decides.
+    separated = stats.is_slower([5.0, 5.1], [6.0, 6.2], threshold=0.1, alpha=0.01)
+    assert separated.method == "no-overlap" and separated.regressed
+    overlapping = stats.is_slower([5.0, 6.5], [6.0, 6.6], threshold=0.1, alpha=0.01)
+    assert not overlapping.significant
+
+
+def test_is_slower_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="alpha"):
+        stats.is_slower([1.0], [1.0], threshold=0.1, alpha=0.0)
+    with pytest.raises(ValueError, match="threshold"):
+        stats.is_slower([1.0], [1.0], threshold=-0.1, alpha=0.01)
+
+
+def test_holm_adjust_textbook() -> None:
+    # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005, 3*0.01, 2*0.03, max(1*0.04, 0.06)
+    adjusted = stats.holm_adjust([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm_adjust([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert stats.holm_adjust([]) == []
+    with pytest.raises(ValueError, match="p-values"):
+        stats.holm_adjust([1.5])
+
+
+def test_geometric_mean() -> None:
+    assert stats.geometric_mean([1.0, 4.0, 16.0]) == pytest.approx(4.0)
+    assert stats.geometric_mean([2.0, 0.5]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="positive"):
+        stats.geometric_mean([1.0, 0.0])
