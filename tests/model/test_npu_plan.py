@@ -211,3 +211,18 @@ def test_build_ops_binds_mc2_with_platform_and_graph(platform, graph_on):
 def test_no_fused_attention_binds_the_reference():
     ops = build_ops(resolve_plan({"fused_attention": False}, npu_caps(), dtype="bfloat16"))
     assert ops.attention_decode is attention.ATTENTION_DECODE["ref"]
+
+
+@pytest.mark.parametrize(("platform", "state"), [("910b", "on"), ("910_93", "inactive")])
+def test_mc2_on_a3_needs_hidden_size_in_its_range(platform, state):
+    plan = resolve_plan({"moe_dispatch_combine": True}, npu_caps(platform), EP2, Qwen3_5MoeTextConfig.tiny())
+    assert plan.decisions["moe_dispatch_combine"].state == state
+    if state == "inactive":
+        assert plan.decisions["moe_dispatch_combine"].reason == (
+            "MC2 on Atlas A3 needs hidden_size in [1024, 8192] (model has 256)")
+
+
+def test_mm_all_reduce_needs_a_tp_group_of_2_4_or_8():
+    tp6 = ParallelConfig(world_size=6, attn_tp_size=6, moe_tp_size=6, embed_tp_size=6, lmhead_tp_size=6)
+    assert decision(resolve_plan({"mm_all_reduce": True}, npu_caps("910b"), tp6), "mm_all_reduce") == (
+        "inactive", "needs a TP group of 2, 4 or 8 ranks (attn_tp_size is 6)")
