@@ -1,7 +1,6 @@
 """Profiler annotations: the names the model puts on record_function ranges.
 
-Every range is named `pb|key=value|key=value` so a trace parser can recover phase, layer, layer type and module
-from the enclosing ranges of any op (perfbench/profiling reads them with `parse_scope`). Scopes are off by
+Range names are built by `model.tracing_names` (torch-free, so trace parsers can read them offline). Scopes are off by
 default (a no-op context), the harness turns them on for profiled iterations only.
 """
 
@@ -12,23 +11,9 @@ from collections.abc import Iterator
 
 import torch
 
-PREFIX = "pb|"
+from model.tracing_names import PREFIX, parse_scope, scope_name
 
-
-def scope_name(**fields: object) -> str:
-    return PREFIX + "|".join(f"{k}={v}" for k, v in fields.items())
-
-
-def parse_scope(name: str) -> dict[str, str]:
-    """`pb|phase=decode|step=3` -> {"phase": "decode", "step": "3"}; {} for other names."""
-    if not name.startswith(PREFIX):
-        return {}
-    out: dict[str, str] = {}
-    for part in name[len(PREFIX):].split("|"):
-        key, _, value = part.partition("=")
-        if key:
-            out[key] = value
-    return out
+__all__ = ["PREFIX", "Scopes", "parse_scope", "scope_name"]
 
 
 class Scopes:

@@ -44,7 +44,6 @@ from perfbench.gate.checks import (
     check_toggles,
     mann_whitney_p,
     ratio_pairs,
-    run_field,
     selects,
 )
 from perfbench.gate.rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
@@ -198,8 +197,8 @@ def _torch_build(value: Any) -> str:
 
 
 def environment_diffs(base: RunResult, cur: RunResult) -> EnvironmentDiffs:
-    software = [f"{key} {run_field(base, key)} -> {run_field(cur, key)}" for key in ENV_SPEC_KEYS
-                if run_field(base, key) != run_field(cur, key)]
+    software = [f"{key} {base.selector_field(key)} -> {cur.selector_field(key)}" for key in ENV_SPEC_KEYS
+                if base.selector_field(key) != cur.selector_field(key)]
     software += _recorded_diffs(base, cur, ("torch",), _torch_version)
     software += _recorded_diffs(base, cur, SOFTWARE_ENV_KEYS)
     machine = _recorded_diffs(base, cur, MACHINE_ENV_KEYS) + _recorded_diffs(base, cur, ("torch",), _torch_build)

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.errors import UserError
 from perfbench.results import RunSpec
 

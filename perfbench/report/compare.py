@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from perfbench.analysis import stats
-from perfbench.analysis.attribution import WorkloadShape, combo_label, effective_on, finite_samples, higher_is_better
+from perfbench.analysis.attribution import combo_label, higher_is_better
 from perfbench.report.build import load_folder
 from perfbench.report.page import Section, Text, write_page
 from perfbench.report.table import Column, Table, format_number
-from perfbench.results import RunResult, atomic_write_text
+from perfbench.results import RunResult, WorkloadShape, atomic_write_text
 
 ALPHA = 0.05
 CI_LEVEL = 0.95
@@ -65,7 +65,7 @@ def _pair_change(metric: str, a: RunResult, b: RunResult) -> MetricChange | None
     if value_a is None or value_b is None or value_a <= 0 or value_b <= 0:
         return None
     sample_key = COMPARED[metric]
-    xs, ys = finite_samples(a, sample_key), finite_samples(b, sample_key)
+    xs, ys = a.finite_samples(sample_key), b.finite_samples(sample_key)
     if len(xs) < 2 or len(ys) < 2:
         return MetricChange(metric, value_a, value_b, None, None, None, None)
     _, p_value = stats.mann_whitney_u(ys, xs, alternative="two-sided")
@@ -93,7 +93,7 @@ class Match:
 
 
 def _identity(r: RunResult) -> tuple[WorkloadShape, frozenset[str]]:
-    return WorkloadShape.of(r), effective_on(r)
+    return r.shape(), r.effective_on()
 
 
 def match_runs(runs_a: Sequence[RunResult],
@@ -124,8 +124,8 @@ def _status_note(m: Match) -> str:
 def _rows(matches: list[Match]) -> list[dict[str, Any]]:
     rows = []
     for m in matches:
-        base = {"run": m.label, "matched_by": m.matched_by, "shape": WorkloadShape.of(m.b).label(),
-                "toggles_on": combo_label(effective_on(m.b))}
+        base = {"run": m.label, "matched_by": m.matched_by, "shape": m.b.shape().label(),
+                "toggles_on": combo_label(m.b.effective_on())}
         note = _status_note(m)
         if note:
             # a run that broke is the worst slowdown; one that now works, a fix; both broken, no news
@@ -210,8 +210,8 @@ def compare_folders(a: Path, b: Path, out: Path) -> str:
     per_run = Section("Per run")
     per_run.blocks.append(Table("compare", columns, rows) if rows else Text("No runs matched.", note=True))
     unmatched = Section("Only on one side")
-    one_side = [{"side": side, "run_id": r.run_id, "status": r.status, "shape": WorkloadShape.of(r).label(),
-                 "toggles_on": combo_label(effective_on(r))} for side, runs in (("A", only_a), ("B", only_b))
+    one_side = [{"side": side, "run_id": r.run_id, "status": r.status, "shape": r.shape().label(),
+                 "toggles_on": combo_label(r.effective_on())} for side, runs in (("A", only_a), ("B", only_b))
                 for r in runs]
     if one_side:
         unmatched_columns = [Column("side"), Column("run_id"), Column("status"), Column("shape"),

@@ -34,7 +34,7 @@ from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.tracing import scope_name
 from perfbench.analysis import stats
-from perfbench.results import RunResult, RunSpec
+from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -155,6 +155,20 @@ def summarize(ttft_ms: list[float], tpot_ms: list[float], workload: Workload) ->
     return out
 
 
+class PlanMismatchError(RuntimeError):
+    """The model's plan is not the one the runner resolved and labelled the run with."""
+
+    def __init__(self, message: str, plan: RunPlan) -> None:
+        super().__init__(message)
+        self.plan = plan  # the worker's own, recorded with the error
+
+
+def check_plan(spec: RunSpec, plan: RunPlan) -> None:
+    mismatch = spec.plan_mismatch(plan)
+    if mismatch:
+        raise PlanMismatchError(mismatch, plan)
+
+
 def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -162,7 +176,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
 
     torch.manual_seed(spec.seed)
     caps = detect_capabilities(spec.device)
-    result = RunResult(run_id=spec.run_id, status="ok", spec=spec.to_dict(), started_at=started,
+    result = RunResult(run_id=spec.run_id, status="ok", spec=spec, started_at=started,
                        env=collect_environment(caps.device))
     reference = None
     if spec.numerics_check:
@@ -174,7 +188,8 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         torch.cuda.reset_peak_memory_stats()
     cache_dir = run_dir / "compile_cache" if spec.enable_cache_compile else None
     model = build_model(spec, caps, spec.toggles, cache_dir)
-    result.plan = model.plan.as_dict()
+    result.plan = RunPlan.of(model.plan)
+    check_plan(spec, result.plan)
     workload = make_workload(spec, model.config.vocab_size)
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
