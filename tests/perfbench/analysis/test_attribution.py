@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.attribution import (
     Unavailable,
     attribute,

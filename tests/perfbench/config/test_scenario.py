@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
 from perfbench.config.scenario import (
     SCENARIOS_DIR,

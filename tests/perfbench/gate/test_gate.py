@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.gate.checks import ratio_pairs

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import stats
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
 
