@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from model.toggles import TOGGLE_NAMES
+from perfbench.errors import UserError
 
 STATUSES = ("ok", "error", "timeout", "killed")
 
@@ -335,6 +336,47 @@ def load_results(folder: str | Path) -> list[RunResult]:
         result = RunResult.from_dict(raw, f"{path}:{lineno}")
         by_id[result.run_id] = result
     return list(by_id.values())
+
+
+@dataclass
+class ResultFolder:
+    """A result (or baseline) folder as read: its runs by run_id, scenario.json and baseline.json if any."""
+
+    path: Path
+    runs: dict[str, RunResult]
+    scenario: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None  # baseline.json, for a saved baseline
+
+    @property
+    def results(self) -> list[RunResult]:
+        return list(self.runs.values())
+
+
+def _read_json_object(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_folder(path: str | Path, name: str | None = None) -> ResultFolder:
+    """Every command's folder loader: anything unreadable is a one-line UserError starting with `name` (how
+    the user gave the folder, e.g. "--baseline <path>"; default the path)."""
+    path = Path(path)
+    name = name or str(path)
+    if not path.exists():
+        raise UserError(f"{name}: no such folder")
+    if not path.is_dir():
+        raise UserError(f"{name}: not a folder (give a result or baseline folder)")
+    if not (path / "results.jsonl").is_file():
+        raise UserError(f"{name}: no results.jsonl (not a perfbench result or baseline folder)")
+    try:
+        results = load_results(path)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"{name}: unreadable results.jsonl ({err})") from None
+    return ResultFolder(path, {r.run_id: r for r in results}, _read_json_object(path / "scenario.json"),
+                        _read_json_object(path / "baseline.json"))
 
 
 def write_results(folder: str | Path, results: list[RunResult]) -> None:

@@ -219,7 +219,7 @@ def test_bad_folders_are_one_line_user_errors(tmp_path):
         build_report(tmp_path)
     (tmp_path / "results.jsonl").write_text(
         '{"run_id": "a", "status": "ok", "spec": {"run_id": "a", "scenario": "s"}}\n{oops\n')
-    with pytest.raises(UserError, match=r"results.jsonl is damaged: .*:2: not valid JSON"):
+    with pytest.raises(UserError, match=r"unreadable results.jsonl \(.*:2: not valid JSON"):
         build_report(tmp_path)
 
 
