@@ -26,7 +26,7 @@ from model.layers.linear import Slot
 from model.layers.norm import Qwen3_5MoeRMSNorm
 from model.layers.step import Step
 from model.ops import OpSet, build_ops
-from model.ops.rope import rotary_cos_sin
+from model.ops.rope import rope_inv_freq, rotary_cos_sin
 from model.optimizations import Plan, resolve_plan
 from model.parallel import LocalSizes, ProcessGroups, build_process_groups, init_distributed, rank_device
 from model.parallel_config import ParallelConfig
@@ -64,9 +64,7 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         self.norm = Qwen3_5MoeRMSNorm(h, config.rms_norm_eps, self.ops.rms_norm, self.ops.add_rms_norm, dtype,
                                       device)
         self.lm_head = ParallelLMHead(self.sizes.lmhead_vocab, h, dtype, device, self.groups.lmhead_tp)
-        rd = config.rotary_dim
-        exponents = torch.arange(0, rd, 2, dtype=torch.float32, device=device) / rd
-        inv_freq = 1.0 / (config.rope_theta ** exponents)
+        inv_freq = rope_inv_freq(config.rope_theta, config.rotary_dim).to(device)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.compile_cache_dir = compile_cache_dir
         self._decode_graph: Any = None

@@ -179,28 +179,6 @@ def parse_section(cls: type[Section], raw: Any) -> Any:
     return cls(**kwargs)
 
 
-def _type_name(tp: Any) -> str:
-    if isinstance(tp, type) and not typing.get_args(tp):
-        return tp.__name__
-    return str(tp).replace("typing.", "").replace("perfbench.config.scenario.", "")
-
-
-def field_rows(cls: type[Section]) -> list[tuple[str, str, str, str]]:
-    """(key path, type, default, help) of every field, nested sections flattened (`perfbench list`, docs)."""
-    rows = []
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name == "recipe_extras":
-            continue
-        tp, _ = _optional(hints[f.name])
-        if isinstance(tp, type) and issubclass(tp, Section):
-            rows.extend(field_rows(tp))
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        rows.append((f"{cls.PATH}.{f.name}", _type_name(hints[f.name]), repr(default), f.metadata["help"]))
-    return rows
-
-
 # ---- YAML ------------------------------------------------------------------------------------------------
 def _check_duplicates(node: yaml.Node, path: str) -> None:
     if isinstance(node, yaml.MappingNode):
