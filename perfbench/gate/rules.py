@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from model.toggles import TOGGLE_NAMES
+from perfbench.config.schema import check_duplicate_keys
 from perfbench.errors import UserError
 from perfbench.results import RunSpec
 
@@ -154,7 +155,9 @@ def default_rules() -> GateRules:
 def load_rules(path: Path) -> GateRules:
     """Parse and validate gate.yaml; any problem is a one-line UserError naming the file and the key."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        raw = yaml.safe_load(text)
     except OSError as err:
         raise UserError(f"{path}: cannot read ({err.strerror})") from None
     except yaml.YAMLError as err:
@@ -162,6 +165,11 @@ def load_rules(path: Path) -> GateRules:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or err
         raise UserError(f"{path.name}: not valid YAML{where} ({problem})") from None
+    if node is not None:
+        try:
+            check_duplicate_keys(node, "")
+        except UserError as err:
+            raise UserError(f"{path.name}: {err}") from None
     return parse_rules(raw, path.name)
 
 
