@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field
 
 from model.backend import Capabilities
 from model.config import Qwen3_5MoeTextConfig
 from model.parallel_config import ParallelConfig
+from model.toggles import TOGGLE_NAMES, ToggleDecision
 
 log = logging.getLogger(__name__)
 
-State = Literal["on", "off", "inactive"]
 # A requirement returns "" when met, else the reason in a short lowercase phrase.
 Requirement = Callable[["PlanContext"], str]
 
@@ -67,7 +66,7 @@ def _mm_all_reduce_platform(ctx: PlanContext) -> str:
     # recipe runs it on Ascend 950; neither covers A3 (docs/npu_rules.md).
     if ctx.caps.device != "npu":
         return f"needs an Atlas A2 or Ascend 950 npu (device is {ctx.caps.device})"
-    if ctx.caps.npu_platform not in ("910b", "950"):
+    if ctx.caps.npu_platform not in ("A2", "950"):
         return f"documented for Atlas A2 and used on Ascend 950 only (platform is {ctx.caps.npu_platform})"
     if ctx.parallel.attn_tp_size not in (2, 4, 8):
         return f"needs a TP group of 2, 4 or 8 ranks (attn_tp_size is {ctx.parallel.attn_tp_size})"
@@ -113,10 +112,10 @@ def _mc2_platform(ctx: PlanContext) -> str:
     # [1024, 8192] (npu_ops.md 2.14).
     if ctx.caps.device != "npu":
         return ""
-    if ctx.caps.npu_platform not in ("910b", "910_93"):
+    if ctx.caps.npu_platform not in ("A2", "A3"):
         return f"MC2 dispatch/combine are documented for Atlas A2 and A3 only (platform is {ctx.caps.npu_platform})"
     hidden = ctx.model.hidden_size if ctx.model is not None else None
-    if ctx.caps.npu_platform == "910_93" and hidden is not None and not 1024 <= hidden <= 8192:
+    if ctx.caps.npu_platform == "A3" and hidden is not None and not 1024 <= hidden <= 8192:
         return f"MC2 on Atlas A3 needs hidden_size in [1024, 8192] (model has {hidden})"
     return ""
 
@@ -212,20 +211,8 @@ TOGGLES: dict[str, ToggleSpec] = {
     )
 }
 
-TOGGLE_NAMES: tuple[str, ...] = tuple(TOGGLES)
-
-
-@dataclass(frozen=True)
-class ToggleDecision:
-    name: str
-    requested: bool
-    state: State
-    reason: str
-    impl: str
-
-    @property
-    def on(self) -> bool:
-        return self.state == "on"
+if tuple(TOGGLES) != TOGGLE_NAMES:  # model.toggles lists the names for torch-free readers
+    raise RuntimeError(f"model.toggles.TOGGLE_NAMES {TOGGLE_NAMES} != the registry's {tuple(TOGGLES)}")
 
 
 @dataclass(frozen=True)
@@ -234,7 +221,7 @@ class Plan:
     decisions: dict[str, ToggleDecision]
     exe_mode: str = "ge_graph"
     attention_variant: str = ""  # NPU fused attention flavour picked for this model (see ops/attention.py)
-    npu_platform: str = ""  # "910b" (A2), "910_93" (A3) or "950": some NPU op contracts differ per platform
+    npu_platform: str = ""  # "A2", "A3" or "950": argument contracts of some NPU ops differ per platform
     # "cuda_torch": chunk_gdr on CUDA without fla, "cpu_eager": on CPU without a C++ compiler; both run the
     # plain-torch chunked kernel
     gdr_variant: str = ""
@@ -243,18 +230,9 @@ class Plan:
     def on(self, name: str) -> bool:
         return self.decisions[name].on
 
-    def requested(self) -> dict[str, bool]:
-        return {n: d.requested for n, d in self.decisions.items()}
-
-    def effective(self) -> dict[str, State]:
-        return {n: d.state for n, d in self.decisions.items()}
-
     def key(self) -> tuple[tuple[str, str], ...]:
         """Identity of what actually runs: two requests with the same key measure the same thing."""
         return tuple((n, d.state if d.state == "on" else "off") for n, d in sorted(self.decisions.items()))
-
-    def as_dict(self) -> dict[str, dict[str, object]]:
-        return {n: asdict(d) for n, d in self.decisions.items()}
 
     def describe(self) -> str:
         width = max(map(len, self.decisions))

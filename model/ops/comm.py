@@ -300,7 +300,7 @@ def ep_static_dispatch_combine(x: Tensor, topk_ids: Tensor, topk_weights: Tensor
 
 def ep_dispatch_combine_npu(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, gate_up: list[Tensor],
                             down: Tensor, experts: ExpertsFn, ep: ExpertParallel,
-                            tokens_per_rank: int, *, platform: str = "910_93", in_graph: bool = False) -> Tensor:
+                            tokens_per_rank: int, *, platform: str = "A3", in_graph: bool = False) -> Tensor:
     """torch_npu MC2: npu_moe_distribute_dispatch_v2 -> grouped matmul, swiglu, grouped matmul ->
     npu_moe_distribute_combine_v2 (npu_ops.md 2.14-2.16; the recipe's EP decode path, npu_recipe.md 3.3).
 
@@ -328,7 +328,7 @@ def ep_dispatch_combine_npu(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, g
     active = torch.arange(tokens_per_rank, device=x.device) < n
     common = dict(group_ep=name, ep_world_size=ep.size, ep_rank_id=ep.rank, moe_expert_num=ep.num_experts,
                   expert_shard_type=0, shared_expert_rank_num=0, global_bs=tokens_per_rank * ep.size)
-    a2 = platform == "910b"  # Atlas A2
+    a2 = platform == "A2"
     if a2:
         common.update(group_tp=name if in_graph else "", tp_world_size=0, tp_rank_id=0)
     else:

@@ -28,7 +28,7 @@ COLUMNS = ["phase", "category", "side", "steps", "measured_us", "roofline_us", "
            "comm_us", "flops", "bytes", "achieved_tflops", "achieved_GBps", "pct_of_roofline", "gap_us"]
 # substrings of a CUDA device name -> device_peaks.yaml entry
 CUDA_NAMES = {"H200": "h200-sxm", "H100": "h100-sxm", "A100": "a100-sxm-80gb"}
-NPU_PLATFORMS = {"910b": "ascend910b", "910_93": "ascend910_93"}  # Capabilities.npu_platform
+NPU_PLATFORMS = {"A2": "ascend910b", "A3": "ascend910_93"}
 
 
 def peaks_for_run(device: str, device_name: str, npu_platform: str = "") -> DevicePeaks | None:

@@ -214,7 +214,7 @@ def _run_mc2(monkeypatch, platform: str, graph_on: bool) -> FakeMC2:
 def test_mc2_follows_the_atlas_a2_contract(monkeypatch, graph_on):
     """Finding 5 (#25, #28), Atlas A2: expert_scales (BS, K) fp32 on dispatch, its expand_scales output into
     combine, no TP domain (tp_world_size 0), shared_expert_num at its default, group_tp only in graph mode."""
-    ops = _run_mc2(monkeypatch, "910b", graph_on)
+    ops = _run_mc2(monkeypatch, "A2", graph_on)
     d, c = ops.dispatch, ops.combine
     assert d["expert_scales"].dtype == torch.float32 and d["expert_scales"].shape == (4, 2)
     assert c["expand_scales"] is ops.expand_scales
@@ -228,7 +228,7 @@ def test_mc2_follows_the_atlas_a2_contract(monkeypatch, graph_on):
 
 
 def test_mc2_follows_the_atlas_a3_arguments(monkeypatch):
-    ops = _run_mc2(monkeypatch, "910_93", graph_on=True)
+    ops = _run_mc2(monkeypatch, "A3", graph_on=True)
     for args in (ops.dispatch, ops.combine):
         assert (args["group_tp"], args["tp_world_size"], args["tp_rank_id"], args["shared_expert_num"]) == (
             "hcom_ep", 1, 0, 0)
@@ -248,7 +248,7 @@ def test_compiled_mc2_decode_never_looks_up_the_communicator(monkeypatch):
 
     def step(x, ids, w, gate_up, down):
         return comm.ep_dispatch_combine_npu(x, ids, w, [gate_up], down, None, ep, tokens_per_rank=4,
-                                            platform="910_93", in_graph=True)
+                                            platform="A3", in_graph=True)
 
     torch._dynamo.reset()
     torch.compile(step, backend="eager", fullgraph=True)(

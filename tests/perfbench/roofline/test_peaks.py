@@ -68,5 +68,5 @@ def test_peaks_for_run_picks_the_documented_device() -> None:
     from perfbench.roofline.measured import peaks_for_run
 
     assert peaks_for_run("cuda", "NVIDIA H100 80GB HBM3").name == "h100-sxm"
-    assert peaks_for_run("npu", "Ascend910_9392", "910_93").name == "ascend910_93"
+    assert peaks_for_run("npu", "Ascend910_9392", "A3").name == "ascend910_93"
     assert peaks_for_run("cuda", "NVIDIA GeForce GTX 1080") is None

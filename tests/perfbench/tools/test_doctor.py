@@ -6,7 +6,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
 from perfbench.tools.doctor import OpCheck, op_checks
 
