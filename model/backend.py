@@ -17,7 +17,7 @@ import torch
 
 DEVICES = ("cpu", "cuda", "npu")
 
-# torch_npu ops each toggle calls (../shared/docs/npu_ops.md); a torch_npu build lacking one makes that toggle inactive.
+# torch_npu ops each toggle calls (docs/npu_ops.md); a torch_npu build lacking one makes that toggle inactive.
 NPU_OPS = (
     "npu_rotary_mul", "npu_rms_norm", "npu_add_rms_norm", "npu_fused_infer_attention_score",
     "npu_fused_infer_attention_score_v2", "npu_chunk_gated_delta_rule", "npu_recurrent_gated_delta_rule",
@@ -29,7 +29,7 @@ NPU_OPS = (
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What this process can run. `npu_platform` is "910b" (Atlas A2), "910_93" (Atlas A3), "950" or "" (no NPU)."""
+    """What this process can run. `npu_platform` is "950", "A3", "A2" or "" (no NPU)."""
 
     device: str
     device_name: str
@@ -64,10 +64,10 @@ def _npu_platform(name: str) -> str:
     if "950" in name:
         return "950"
     if "910_93" in name:
-        return "910_93"
+        return "A3"
     if "910B" in name:
-        return "910b"
-    return "910_93"
+        return "A2"
+    return "A3"
 
 
 def detect_capabilities(device: str = "auto") -> Capabilities:

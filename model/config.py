@@ -185,7 +185,7 @@ class Qwen3_5MoeTextConfig:
     # ---- presets -------------------------------------------------------------------------------
     @classmethod
     def tiny(cls) -> Qwen3_5MoeTextConfig:
-        """17.6M params: the CPU peer model of ../shared/docs/model_hf.md section 4."""
+        """17.6M params: the CPU peer model of docs/model_hf.md section 4."""
         return cls(vocab_size=4096, hidden_size=256, num_hidden_layers=8, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=64, rope_theta=1e7, partial_rotary_factor=0.25,
                    mrope_section=[3, 3, 2], linear_num_key_heads=4, linear_key_head_dim=32,

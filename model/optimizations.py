@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Literal
-
-import torch
+from dataclasses import dataclass, field
 
 from model.backend import Capabilities
 from model.config import Qwen3_5MoeTextConfig
 from model.parallel_config import ParallelConfig
+from model.toggles import TOGGLE_NAMES, ToggleDecision
 
 log = logging.getLogger(__name__)
 
-State = Literal["on", "off", "inactive"]
 # A requirement returns "" when met, else the reason in a short lowercase phrase.
 Requirement = Callable[["PlanContext"], str]
 
@@ -33,12 +30,14 @@ class PlanContext:
     model: Qwen3_5MoeTextConfig | None = None
     exe_mode: str = "ge_graph"  # NPU graph flavour when graph_mode is on: ge_graph | npugraph_ex
     requested: Mapping[str, bool] = field(default_factory=dict)
-    dtype: torch.dtype | None = None  # model dtype; None = not known (dtype rules are then not checked)
-    # decisions taken so far (toggles are decided in DECISION_ORDER): requirements read these, not requests
-    decided: dict[str, ToggleDecision] = field(default_factory=dict)
+    dtype: str = ""  # the model's dtype ("bfloat16", ...); "" when unknown (then no dtype rule applies)
+    # decisions made so far: a requirement that depends on another toggle reads what it became, not what was
+    # asked for (graph_mode is decided last)
+    decided: Mapping[str, ToggleDecision] = field(default_factory=dict)
 
-    def is_on(self, name: str) -> bool:
-        return name in self.decided and self.decided[name].on
+    def on(self, name: str) -> bool:
+        decision = self.decided.get(name)
+        return decision is not None and decision.on
 
 
 @dataclass(frozen=True)
@@ -63,15 +62,15 @@ def _attn_tp_gt_1(ctx: PlanContext) -> str:
 
 
 def _mm_all_reduce_platform(ctx: PlanContext) -> str:
-    # torch_npu documents npu_mm_all_reduce_base for Atlas A2 only, on 1/2/4/8 cards (npu_ops.md 2.9); the
-    # recipe runs it on Ascend 950 (npu_recipe.md 2.1). Both are allowed, nothing else.
+    # torch_npu documents npu_mm_all_reduce_base for Atlas A2 (1, 2, 4 or 8 ranks on an HCCS full mesh); the
+    # recipe runs it on Ascend 950; neither covers A3 (docs/npu_rules.md).
     if ctx.caps.device != "npu":
-        return f"needs an Ascend npu (device is {ctx.caps.device})"
-    platform = ctx.caps.npu_platform
-    if platform == "910b":
-        size = ctx.parallel.attn_tp_size
-        return "" if size in (2, 4, 8) else f"needs attn_tp_size 2, 4 or 8 on Atlas A2 (got {size})"
-    return "" if platform == "950" else f"needs Atlas A2 (910b) or Ascend 950 (platform is {platform})"
+        return f"needs an Atlas A2 or Ascend 950 npu (device is {ctx.caps.device})"
+    if ctx.caps.npu_platform not in ("A2", "950"):
+        return f"documented for Atlas A2 and used on Ascend 950 only (platform is {ctx.caps.npu_platform})"
+    if ctx.parallel.attn_tp_size not in (2, 4, 8):
+        return f"needs a TP group of 2, 4 or 8 ranks (attn_tp_size is {ctx.parallel.attn_tp_size})"
+    return ""
 
 
 def _pure_ep(ctx: PlanContext) -> str:
@@ -88,9 +87,37 @@ def _torchair_for_graph(ctx: PlanContext) -> str:
 
 def _static_moe(ctx: PlanContext) -> str:
     # The per-expert loop visits only the experts that were hit: data-dependent shapes and a host sync, which
-    # a static decode graph cannot capture (the recipe's graph mode also runs grouped matmul). What counts is
-    # whether grouped_moe is on, not whether it was asked for (it can be inactive on this platform).
-    return "" if ctx.is_on("grouped_moe") else "needs grouped_moe on (the expert loop syncs with the host)"
+    # a static decode graph cannot capture (the recipe's graph mode also runs grouped matmul). It is the
+    # decision that counts: a requested grouped_moe that went inactive leaves the loop in place.
+    return "" if ctx.on("grouped_moe") else "needs grouped_moe on (the expert loop syncs with the host)"
+
+
+def _fia_in_npu_graph(ctx: PlanContext) -> str:
+    # torchair.ops' FIA takes the sequence lengths as tensors but runs only in GE graphs; torch.ops.npu's FIA
+    # needs them as host lists, which an npugraph_ex capture cannot take (docs/npu_rules.md).
+    if ctx.caps.device == "npu" and ctx.exe_mode == "npugraph_ex" and ctx.on("fused_attention"):
+        return "npugraph_ex cannot capture fused attention's host sequence lengths; use exe_mode ge_graph"
+    return ""
+
+
+def _fia_dtype(ctx: PlanContext) -> str:
+    # FIA takes fp16/bf16 (and int8) query/key/value only (npu_ops.md 2.4).
+    if ctx.caps.device == "npu" and ctx.dtype and ctx.dtype not in ("bfloat16", "float16"):
+        return f"npu_fused_infer_attention_score has no {ctx.dtype} (bfloat16 or float16 only)"
+    return ""
+
+
+def _mc2_platform(ctx: PlanContext) -> str:
+    # dispatch_v2 / combine_v2 are documented for Atlas A2 and A3 only; on A3 the hidden size must lie in
+    # [1024, 8192] (npu_ops.md 2.14).
+    if ctx.caps.device != "npu":
+        return ""
+    if ctx.caps.npu_platform not in ("A2", "A3"):
+        return f"MC2 dispatch/combine are documented for Atlas A2 and A3 only (platform is {ctx.caps.npu_platform})"
+    hidden = ctx.model.hidden_size if ctx.model is not None else None
+    if ctx.caps.npu_platform == "A3" and hidden is not None and not 1024 <= hidden <= 8192:
+        return f"MC2 on Atlas A3 needs hidden_size in [1024, 8192] (model has {hidden})"
+    return ""
 
 
 def _no_ep_graph_off_npu(ctx: PlanContext) -> str:
@@ -108,53 +135,31 @@ def _inductor_cpu(ctx: PlanContext) -> str:
     return ""
 
 
-HALF_DTYPES = (torch.bfloat16, torch.float16)
-
-
-def _fia_dtype(ctx: PlanContext) -> str:
-    # npu_fused_infer_attention_score(_v2) takes fp16/bf16/int8 query and key/value, no fp32 (npu_ops.md 1.2).
-    if ctx.caps.device != "npu" or ctx.dtype is None or ctx.dtype in HALF_DTYPES:
-        return ""
-    return f"npu fused attention needs bfloat16 or float16 (model dtype is {_dtype_name(ctx.dtype)})"
-
-
-def _chunk_gdr_dims(ctx: PlanContext) -> str:
-    # npu_chunk_gated_delta_rule documents Dk = Dv = 128, Nk <= 64, Nv <= 64, Nv a multiple of Nk, bf16
-    # inputs (npu_ops.md 2.6).
-    if ctx.caps.device != "npu":
-        return ""
-    if ctx.dtype is not None and ctx.dtype != torch.bfloat16:
-        return f"npu_chunk_gated_delta_rule needs bfloat16 (model dtype is {_dtype_name(ctx.dtype)})"
-    m = ctx.model
-    if m is None:
-        return ""
-    dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
-    nk, nv = m.linear_num_key_heads, m.linear_num_value_heads
-    if dk != 128 or dv != 128:
-        return f"npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has Dk {dk}, Dv {dv})"
-    if nk > 64 or nv > 64 or nv % nk:
-        return f"npu_chunk_gated_delta_rule needs Nk, Nv <= 64 and Nv a multiple of Nk (model has {nk}, {nv})"
+def _grouped_mm_dtype(ctx: PlanContext) -> str:
+    # torch._grouped_mm's CUDA kernel (experts_cuda) takes bf16 operands only.
+    if ctx.caps.device == "cuda" and ctx.dtype and ctx.dtype != "bfloat16":
+        return f"grouped matmul on cuda needs bfloat16 (model dtype is {ctx.dtype})"
     return ""
-
-
-def _mc2_platform(ctx: PlanContext) -> str:
-    # The dispatch_v2/combine_v2 argument contracts the binder implements are the Atlas A2 and A3 ones
-    # (npu_ops.md 2.14); 950 has none documented.
-    if ctx.caps.device != "npu":
-        return ""
-    platform = ctx.caps.npu_platform
-    return "" if platform in ("910b", "910_93") else \
-        f"MC2 dispatch/combine contracts are documented for Atlas A2 (910b) and A3 (910_93), not {platform}"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _chunk_gdr_platform(ctx: PlanContext) -> str:
     # The recipe keeps the torch path on 950 (npu_recipe.md 2.1).
     if ctx.caps.device == "npu" and ctx.caps.npu_platform == "950":
         return "npu_chunk_gated_delta_rule is not used on Ascend 950 (recipe)"
+    return ""
+
+
+def _chunk_gdr_dims(ctx: PlanContext) -> str:
+    # The op documents Dk = Dv = 128 and, per rank, Nk <= 64, Nv <= 64 with Nv a multiple of Nk (npu_ops.md 2.6).
+    if ctx.caps.device != "npu" or ctx.model is None:
+        return ""
+    m, tp = ctx.model, max(1, ctx.parallel.attn_tp_size)
+    dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
+    nk, nv = m.linear_num_key_heads // tp, m.linear_num_value_heads // tp
+    if dk != 128 or dv != 128:
+        return f"npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has {dk}, {dv})"
+    if nk > 64 or nv > 64 or nv % nk:
+        return f"npu_chunk_gated_delta_rule needs Nk, Nv <= 64 per rank with Nv a multiple of Nk (got {nk}, {nv})"
     return ""
 
 
@@ -191,7 +196,8 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("graph_mode", "eager decode step", ("decode",),
                    {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
                     "cpu": "torch.compile (inductor, static shapes)"},
-                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph, _inductor_cpu)),
+                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph, _fia_in_npu_graph,
+                             _inductor_cpu)),
         ToggleSpec("merged_projections", "separate q/k/v, in_proj_qkv/z/b/a, gate/up, router/shared-gate GEMMs",
                    ("prefill", "decode"),
                    {"npu": "merged GEMMs", "cuda": "merged GEMMs", "cpu": "merged GEMMs"}),
@@ -199,25 +205,14 @@ TOGGLES: dict[str, ToggleSpec] = {
                    {"npu": "npu_moe_init_routing_v2 + npu_grouped_matmul + npu_swiglu + finalize_routing",
                     "cuda": "sorted grouped matmul (prefill) / gathered-weight bmm (decode)",
                     "cpu": "sorted grouped matmul (prefill, eager decode) / fused gather-reduce (graph decode)"},
+                   requires=(_grouped_mm_dtype,),
                    npu_ops=("npu_grouped_matmul", "npu_swiglu", "npu_moe_init_routing_v2",
                             "npu_moe_finalize_routing")),
     )
 }
 
-TOGGLE_NAMES: tuple[str, ...] = tuple(TOGGLES)
-
-
-@dataclass(frozen=True)
-class ToggleDecision:
-    name: str
-    requested: bool
-    state: State
-    reason: str
-    impl: str
-
-    @property
-    def on(self) -> bool:
-        return self.state == "on"
+if tuple(TOGGLES) != TOGGLE_NAMES:  # model.toggles lists the names for torch-free readers
+    raise RuntimeError(f"model.toggles.TOGGLE_NAMES {TOGGLE_NAMES} != the registry's {tuple(TOGGLES)}")
 
 
 @dataclass(frozen=True)
@@ -226,27 +221,18 @@ class Plan:
     decisions: dict[str, ToggleDecision]
     exe_mode: str = "ge_graph"
     attention_variant: str = ""  # NPU fused attention flavour picked for this model (see ops/attention.py)
+    npu_platform: str = ""  # "A2", "A3" or "950": argument contracts of some NPU ops differ per platform
     # "cuda_torch": chunk_gdr on CUDA without fla, "cpu_eager": on CPU without a C++ compiler; both run the
     # plain-torch chunked kernel
     gdr_variant: str = ""
-    npu_platform: str = ""  # "910b" | "910_93" | "950" on NPU: the MC2 argument contract differs per platform
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def on(self, name: str) -> bool:
         return self.decisions[name].on
 
-    def requested(self) -> dict[str, bool]:
-        return {n: d.requested for n, d in self.decisions.items()}
-
-    def effective(self) -> dict[str, State]:
-        return {n: d.state for n, d in self.decisions.items()}
-
     def key(self) -> tuple[tuple[str, str], ...]:
         """Identity of what actually runs: two requests with the same key measure the same thing."""
         return tuple((n, d.state if d.state == "on" else "off") for n, d in sorted(self.decisions.items()))
-
-    def as_dict(self) -> dict[str, dict[str, object]]:
-        return {n: asdict(d) for n, d in self.decisions.items()}
 
     def describe(self) -> str:
         width = max(map(len, self.decisions))
@@ -291,24 +277,18 @@ def decide(spec: ToggleSpec, requested: bool, ctx: PlanContext) -> ToggleDecisio
     return ToggleDecision(spec.name, True, "on", "", impl)
 
 
-TND_HEAD_DIMS = (128, 192)
+def npu_attention_variant(model: Qwen3_5MoeTextConfig | None, dtype: str = "") -> str:
+    """FIA v2 TND + paged KV where the op documents the head dim and dtype, else FIA v1 BSH with a contiguous
+    cache.
 
-
-def npu_attention_variant(model: Qwen3_5MoeTextConfig | None, dtype: torch.dtype | None = None) -> str:
-    """FIA v2 TND + paged KV where torch_npu documents TND, else FIA v1 BSH with a contiguous cache.
-
-    TND takes Q_D = K_D = V_D = 128, or Q_D = K_D = 192, and bf16 only (npu_ops.md 1.3); Qwen3.5's 256
-    needs the BSH path the current recipe uses.
+    NOTE: torch_npu 2.14.0 documents TND for Q_D = K_D = V_D = 128, or Q_D = K_D = 192, in bfloat16 only
+    (npu_ops.md 1.3); Qwen3.5's head_dim 256 needs the BSH path the current recipe uses.
     """
-    if model is not None and model.head_dim not in TND_HEAD_DIMS:
+    if model is not None and model.head_dim not in (128, 192):
         return f"fia_v1_bsh (head_dim {model.head_dim} rules TND out)"
-    if dtype is not None and dtype != torch.bfloat16:
-        return f"fia_v1_bsh ({_dtype_name(dtype)} rules TND out: bfloat16 only)"
+    if dtype and dtype != "bfloat16":
+        return f"fia_v1_bsh (TND is bfloat16 only; model is {dtype})"
     return "fia_v2_tnd_paged"
-
-
-# graph_mode reads grouped_moe's decision, so it is decided last
-DECISION_ORDER: tuple[str, ...] = (*(n for n in TOGGLE_NAMES if n != "graph_mode"), "graph_mode")
 
 
 def resolve_plan(
@@ -317,17 +297,20 @@ def resolve_plan(
     parallel: ParallelConfig | None = None,
     model: Qwen3_5MoeTextConfig | None = None,
     exe_mode: str = "ge_graph",
-    dtype: torch.dtype | None = None,
+    dtype: str = "",
 ) -> Plan:
+    """`dtype` is the model dtype's name ("bfloat16"); NPU dtype rules apply only when it is given."""
     if exe_mode not in ("ge_graph", "npugraph_ex", "eager"):
         raise ValueError(f"`exe_mode` must be eager, ge_graph or npugraph_ex, got {exe_mode!r}")
     requested = normalize_request(optimizations)
+    decided: dict[str, ToggleDecision] = {}
     ctx = PlanContext(caps=caps, parallel=parallel or ParallelConfig(), model=model,
-                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph", requested=requested,
-                      dtype=dtype)
-    for name in DECISION_ORDER:
-        ctx.decided[name] = decide(TOGGLES[name], requested[name], ctx)
-    decisions = {name: ctx.decided[name] for name in TOGGLE_NAMES}
+                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph", requested=requested, dtype=dtype,
+                      decided=decided)
+    # graph_mode last: whether the decode step can be captured depends on what the other toggles became
+    for name in sorted(TOGGLE_NAMES, key=lambda n: n == "graph_mode"):
+        decided[name] = decide(TOGGLES[name], requested[name], ctx)
+    decisions = {name: decided[name] for name in TOGGLE_NAMES}
     variant = ""
     if caps.device == "npu" and decisions["fused_attention"].on:
         variant = npu_attention_variant(model, dtype)
@@ -343,7 +326,7 @@ def resolve_plan(
         decisions["chunk_gdr"] = ToggleDecision("chunk_gdr", True, "on", "",
                                                 "chunked delta rule, eager (no C++ compiler for inductor)")
     plan = Plan(device=caps.device, decisions=decisions, exe_mode=ctx.exe_mode, attention_variant=variant,
-                gdr_variant=gdr_variant, npu_platform=caps.npu_platform)
+                npu_platform=caps.npu_platform, gdr_variant=gdr_variant)
     for d in decisions.values():
         if d.requested:
             log.info("toggle %s: %s%s", d.name, d.state, f" ({d.reason})" if d.reason else f" [{d.impl}]")

@@ -181,71 +181,55 @@ def _compressed_causal_mask(device: torch.device) -> Tensor:
     return torch.ones(2048, 2048, dtype=torch.bool, device=device).triu(1)
 
 
-FIA_V1 = "npu_fused_infer_attention_score"
-FIA_V2 = "npu_fused_infer_attention_score_v2"
+def bind_decode_fia(fn: Callable[..., Tensor], *, v2: bool, ge_graph: bool) -> Callable[..., Tensor]:
+    """`fn` (an NPU decode attention) with its FIA op resolved now, at build time, never inside a traced step.
 
+    In a torchair GE graph FIA goes through torchair.ops, which takes the sequence lengths as Tensors (no host
+    sync, not baked into the graph) and runs only in GE; otherwise torch.ops.npu, which takes host int lists
+    (npu_ops.md 2.4, 4; the recipe's `torchair.ops if exe_mode == "ge_graph" else torch.ops.npu`). Importing
+    torchair inside the traced step fails: after `import torch_npu` it is a lazy stand-in, not a module.
+    """
+    name = "npu_fused_infer_attention_score_v2" if v2 else "npu_fused_infer_attention_score"
+    if ge_graph:
+        import torchair  # noqa: PLC0415 - NPU only, outside any trace
 
-def _torch_npu_op(name: str) -> Callable[..., tuple[Tensor, Tensor]]:
+        return functools.partial(fn, fia=getattr(torchair.ops, name), tensor_lengths=True)
     import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
 
-    return getattr(torch.ops.npu, name)
+    return functools.partial(fn, fia=getattr(torch.ops.npu, name), tensor_lengths=False)
 
 
-def bind_npu_attention(variant: str, graph: bool, exe_mode: str) -> tuple[Callable[..., Tensor],
-                                                                          Callable[..., Tensor]]:
-    """(prefill, decode) for the NPU variant ("npu" = FIA v1 BSH, "npu_tnd" = FIA v2 TND), ops bound now.
-
-    The op is resolved here, at build time, never inside the traced decode step: `torchair` in sys.modules
-    is a lazy proxy that dynamo refuses to import inside a fullgraph trace. In a GE graph (ge_graph) FIA
-    goes through `torchair.ops`, which takes sequence lengths as Tensors (no host sync, not baked into the
-    graph); its `air::` op only runs in GE, so npugraph_ex and eager take `torch.ops.npu` with host int lists
-    (npu_ops.md 2.4, 4; recipe `fa_ops = torchair.ops if exe_mode == "ge_graph" else torch.ops.npu`).
-    """
-    name = FIA_V2 if variant == "npu_tnd" else FIA_V1
-    eager_op = _torch_npu_op(name)
-    if graph and exe_mode == "ge_graph":
-        import torchair  # noqa: PLC0415 - NPU only, resolved outside the trace
-
-        decode_op, tensor_lens = getattr(torchair.ops, name), True
-    else:
-        decode_op, tensor_lens = eager_op, False
-    prefill = ATTENTION_PREFILL[variant]
-    decode = ATTENTION_DECODE[variant]
-    return (functools.partial(prefill, fia=eager_op),
-            functools.partial(decode, fia=decode_op, tensor_lens=tensor_lens))
-
-
-def attention_prefill_npu(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor, scale: float, *,
-                          fia: Callable[..., tuple[Tensor, Tensor]]) -> Tensor:
+def attention_prefill_npu(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor, scale: float) -> Tensor:
     """FIA v1, BSH, right-down causal (sparse_mode=3, compressed mask, next_tokens=0), per-row lengths.
 
-    Prefill always runs eagerly (recipe), so the lengths go to the op as a host list. FIA takes no
-    non-contiguous value (npu_ops.md 1.2); with merged projections v is a strided slice of the merged GEMM.
+    Prefill always runs eagerly (recipe), so the lengths go to the op as a host list.
     """
+    import torch_npu  # noqa: F401 - registers torch.ops.npu
+
     b, t, n_q, d = q.shape
     n_kv = k.shape[2]
     lens = seq_lens.tolist()
-    out, _ = fia(
-        q.reshape(b, t, n_q * d).contiguous(), k.reshape(b, t, n_kv * d).contiguous(),
-        v.reshape(b, t, n_kv * d).contiguous(),
+    # FIA refuses a non-contiguous value; with merged projections v is a strided slice of the fused GEMM
+    out, _ = torch.ops.npu.npu_fused_infer_attention_score(
+        q.reshape(b, t, n_q * d), k.reshape(b, t, n_kv * d), v.reshape(b, t, n_kv * d).contiguous(),
         num_heads=n_q, num_key_value_heads=n_kv, input_layout="BSH", scale=scale,
         atten_mask=_compressed_causal_mask(q.device), sparse_mode=3, next_tokens=0,
         actual_seq_lengths=lens, actual_seq_lengths_kv=lens)
     return out.view(b, t, n_q, d)
 
 
-def attention_prefill_npu_tnd(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor, scale: float, *,
-                              fia: Callable[..., tuple[Tensor, Tensor]]) -> Tensor:
+def attention_prefill_npu_tnd(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor, scale: float) -> Tensor:
     """FIA v2, TND: the valid tokens packed back to back, cumulative q/kv lengths, sparse_mode=3.
 
     K/V are TND tensors (no paging), so actual_seq_kvlen is cumulative like actual_seq_qlen (npu_ops.md
-    1.1). Rows at padded positions come back as zeros. Boolean-mask indexing copies, so all three are
-    contiguous.
+    1.1). Rows at padded positions come back as zeros.
     """
+    import torch_npu
+
     b, t, n_q, d = q.shape
     valid = _valid_keys(seq_lens, t)  # [B, T]
     cu_lens = torch.cumsum(seq_lens, 0).tolist()
-    out, _ = fia(
+    out, _ = torch_npu.npu_fused_infer_attention_score_v2(
         q[valid], k[valid], v[valid], num_query_heads=n_q, num_key_value_heads=k.shape[2],
         softmax_scale=scale, input_layout="TND", sparse_mode=3, atten_mask=_compressed_causal_mask(q.device),
         actual_seq_qlen=cu_lens, actual_seq_kvlen=cu_lens)
@@ -255,15 +239,18 @@ def attention_prefill_npu_tnd(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor,
 
 
 def attention_decode_npu(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_lens: Tensor, scale: float, *,
-                         fia: Callable[..., tuple[Tensor, Tensor]], tensor_lens: bool) -> Tensor:
+                         fia: Callable[..., Any] | None = None, tensor_lengths: bool = False) -> Tensor:
     """FIA v1, BSH over the contiguous cache, actual_seq_lengths_kv = kv_lens, no mask (recipe HEAD).
 
-    `fia`/`tensor_lens` come from `bind_npu_attention`: torchair.ops with Tensor lengths in a GE graph,
-    torch.ops.npu with a host list otherwise.
+    `fia` and `tensor_lengths` come from `bind_decode_fia`; the defaults are the eager op with host lists.
     """
+    if fia is None:
+        import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
+
+        fia = torch.ops.npu.npu_fused_infer_attention_score
     b, _, n_q, d = q.shape
     s, n_kv = k_cache.shape[1], k_cache.shape[2]
-    lens: Any = kv_lens.to(torch.int64) if tensor_lens else kv_lens.tolist()
+    lens: Any = kv_lens.to(torch.int64) if tensor_lengths else kv_lens.tolist()
     out, _ = fia(q.reshape(b, 1, n_q * d), k_cache.view(b, s, n_kv * d), v_cache.view(b, s, n_kv * d),
                  num_heads=n_q, num_key_value_heads=n_kv, input_layout="BSH", scale=scale,
                  actual_seq_lengths_kv=lens)
@@ -278,24 +265,26 @@ def _check_paged(s: int) -> None:
 
 
 def attention_decode_npu_tnd(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_lens: Tensor, scale: float, *,
-                             fia: Callable[..., tuple[Tensor, Tensor]], tensor_lens: bool) -> Tensor:
+                             fia: Callable[..., Any] | None = None, tensor_lengths: bool = False) -> Tensor:
     """FIA v2, TND query, paged KV (npu_ops.md 2.4).
 
     The contiguous cache [B, S, Nkv, D] is exactly a paged cache of B * S/128 blocks [128, Nkv*D] whose
     block table row b is b*S/128 + arange(S/128), so no copy is needed. One query token per request:
     actual_seq_qlen = cumsum(ones(B)) (cumulative); with paging actual_seq_kvlen is per request (not
-    cumulative). Needs S % 128 == 0. `fia`/`tensor_lens` as in `attention_decode_npu`.
+    cumulative). Needs S % 128 == 0. `fia` and `tensor_lengths` as in `attention_decode_npu`.
     """
+    if fia is None:
+        import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
+
+        fia = torch.ops.npu.npu_fused_infer_attention_score_v2
     b, _, n_q, d = q.shape
     s, n_kv = k_cache.shape[1], k_cache.shape[2]
     _check_paged(s)
     blocks = s // NPU_BLOCK_SIZE
     block_table = torch.arange(b * blocks, dtype=torch.int32, device=q.device).view(b, blocks)
-    q_lens: Any
-    kv: Any
-    if tensor_lens:
-        q_lens = torch.arange(1, b + 1, dtype=torch.int64, device=q.device)
-        kv = kv_lens.to(torch.int64)
+    if tensor_lengths:
+        q_lens: Any = torch.arange(1, b + 1, dtype=torch.int64, device=q.device)
+        kv: Any = kv_lens.to(torch.int64)
     else:
         q_lens, kv = list(range(1, b + 1)), kv_lens.tolist()
     paged = (b * blocks, NPU_BLOCK_SIZE, n_kv * d)

@@ -152,12 +152,10 @@ def row_parallel_linear(x: Tensor, weight: Tensor, group: dist.ProcessGroup | No
 
 
 def hccl_comm_name(group: dist.ProcessGroup) -> str:
-    """The HCCL communicator name the MC2 fused ops take (npu_ops.md 2.9), keyed by this rank's rank in
-    `group` (as vllm-ascend and lmdeploy call it).
+    """The HCCL communicator name the MC2 fused ops take (npu_ops.md 2.9), asked with this rank's rank in the
+    group (the global rank names another rank's communicator in a sub-group).
 
-    Call it outside any traced function (ProcessGroup._get_backend is not visible to dynamo): the EP name is
-    computed once by `model.parallel.build_process_groups`.
-    """
+    Call it outside any traced function: dynamo cannot trace `_get_backend` on a process group."""
     backend = group._get_backend(torch.device("npu"))
     return backend.get_hccl_comm_name(dist.get_rank(group))
 
@@ -193,7 +191,7 @@ class ExpertParallel:
     rank: int
     num_experts: int  # E, global
     dispatch_group: dist.ProcessGroup | None = None
-    comm_name: str = ""  # HCCL name of dispatch_group (NPU MC2), computed at build time
+    dispatch_name: str = ""  # the HCCL name of dispatch_group, computed when the groups were built
 
     @property
     def experts_per_rank(self) -> int:
@@ -301,9 +299,8 @@ def ep_static_dispatch_combine(x: Tensor, topk_ids: Tensor, topk_weights: Tensor
 
 
 def ep_dispatch_combine_npu(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, gate_up: list[Tensor],
-                            down: Tensor, experts: ExpertsFn, ep: ExpertParallel, tokens_per_rank: int, *,
-                            platform: str, graph: bool,
-                            ops: object | None = None) -> Tensor:
+                            down: Tensor, experts: ExpertsFn, ep: ExpertParallel,
+                            tokens_per_rank: int, *, platform: str = "A3", in_graph: bool = False) -> Tensor:
     """torch_npu MC2: npu_moe_distribute_dispatch_v2 -> grouped matmul, swiglu, grouped matmul ->
     npu_moe_distribute_combine_v2 (npu_ops.md 2.14-2.16; the recipe's EP decode path, npu_recipe.md 3.3).
 
@@ -311,69 +308,51 @@ def ep_dispatch_combine_npu(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, g
     inactive in `x_active_mask` (valid rows first, as the op requires) with distinct placeholder expert ids
     and weight 0, so a rank with fewer or no tokens still joins the exchange and `global_bs` is
     tokens_per_rank * ep. The experts run as the recipe's op chain (dispatch hands back rows grouped by local
-    expert with per-expert counts), so `experts` is unused.
+    expert with per-expert counts), so `experts` is unused. comm_alg stays the default.
 
-    The arguments follow the per-platform contract (`mc2_common_args`): on Atlas A2 (910b) dispatch gets the
-    routing weights as `expert_scales` and combine gets dispatch's `expand_scales` output back. `platform`
-    and `graph` are bound by the plan binder; `ops` (default torch_npu) is the module the ops come from.
+    The argument contract depends on the platform (npu_ops.md 2.14-2.15): Atlas A2 has no TP domain
+    (tp_world_size 0, group_tp "" eagerly or group_ep in graph mode, shared_expert_num left at its default) and
+    its combine needs `expand_scales`, which dispatch produces from `expert_scales`; A3 takes the TP arguments
+    vllm-ascend passes. The binder gives `platform` and `in_graph`.
     """
-    if ops is None:
-        import torch_npu as ops  # noqa: PLC0415 - NPU only
+    import torch_npu  # noqa: PLC0415 - NPU only
 
-    if not ep.comm_name:
-        raise ValueError("MC2 dispatch/combine needs the EP communicator name (ExpertParallel.comm_name), "
-                         "computed by build_process_groups on NPU")
     n, k = topk_ids.shape
     pad = tokens_per_rank - n
     group = ep.dispatch_group or ep.group
+    name = ep.dispatch_name
     x = F.pad(x, (0, 0, 0, pad))
     placeholder = torch.arange(k, dtype=torch.int32, device=x.device).expand(pad, k)
     ids32 = torch.cat([topk_ids.to(torch.int32), placeholder])
     scales = F.pad(topk_weights.float(), (0, 0, 0, pad))
     active = torch.arange(tokens_per_rank, device=x.device) < n
-    common = mc2_common_args(ep, tokens_per_rank, platform, graph)
-    a2 = platform == "910b"
+    common = dict(group_ep=name, ep_world_size=ep.size, ep_rank_id=ep.rank, moe_expert_num=ep.num_experts,
+                  expert_shard_type=0, shared_expert_rank_num=0, global_bs=tokens_per_rank * ep.size)
+    a2 = platform == "A2"
+    if a2:
+        common.update(group_tp=name if in_graph else "", tp_world_size=0, tp_rank_id=0)
+    else:
+        common.update(group_tp=name, tp_world_size=1, tp_rank_id=0, shared_expert_num=0)
     start = _clock()
-    dispatched = ops.npu_moe_distribute_dispatch_v2(  # type: ignore[attr-defined]
-        x=x, expert_ids=ids32, x_active_mask=active, scales=None, quant_mode=0,
-        **({"expert_scales": scales} if a2 else {}), **common)
-    expand_x, _, assist_info, expert_token_nums, ep_recv_counts, tp_recv_counts = dispatched[:6]
+    dispatched = torch_npu.npu_moe_distribute_dispatch_v2(
+        x=x, expert_ids=ids32, x_active_mask=active, scales=None, expert_scales=scales if a2 else None,
+        quant_mode=0, **common)
+    expand_x, _, assist_info, expert_token_nums, ep_recv_counts, tp_recv_counts, expand_scales = dispatched
     _note("dispatch_v2", group, n * k * x.shape[1] * x.element_size(), start)
 
     def gmm(a: Tensor, w: Tensor) -> Tensor:
-        return ops.npu_grouped_matmul([a], [w.transpose(1, 2)],  # type: ignore[attr-defined]
-                                      group_list=expert_token_nums, group_type=0, group_list_type=1,
-                                      split_item=3)[0]
+        return torch_npu.npu_grouped_matmul([a], [w.transpose(1, 2)], group_list=expert_token_nums,
+                                            group_type=0, group_list_type=1, split_item=3)[0]
 
     w13 = gate_up[0] if len(gate_up) == 1 else torch.cat(gate_up, dim=1)
-    y = gmm(ops.npu_swiglu(gmm(expand_x, w13)), down)  # type: ignore[attr-defined]
-    # A2: expand_scales (dispatch output 6) is required and there is no TP domain; A3 sends the TP counts back
-    platform_args = {"expand_scales": dispatched[6]} if a2 else {"tp_send_counts": tp_recv_counts}
+    y = gmm(torch_npu.npu_swiglu(gmm(expand_x, w13)), down)
     start = _clock()
-    out = ops.npu_moe_distribute_combine_v2(  # type: ignore[attr-defined]
+    out = torch_npu.npu_moe_distribute_combine_v2(
         expand_x=y, expert_ids=ids32, assist_info_for_combine=assist_info, ep_send_counts=ep_recv_counts,
-        expert_scales=scales, x_active_mask=active, comm_quant_mode=0, **platform_args, **common)
+        expert_scales=scales, tp_send_counts=None if a2 else tp_recv_counts, x_active_mask=active,
+        expand_scales=expand_scales if a2 else None, comm_quant_mode=0, **common)
     _note("combine_v2", group, n * k * out.shape[1] * out.element_size(), start)
     return out[:n]
-
-
-def mc2_common_args(ep: ExpertParallel, tokens_per_rank: int, platform: str, graph: bool) -> dict[str, object]:
-    """Arguments dispatch_v2 and combine_v2 must both receive, per platform (npu_ops.md 2.14).
-
-    Atlas A2 (910b): no TP domain (tp_world_size / tp_rank_id left at 0), shared_expert_num left at its
-    default, group_tp empty in eager and equal to group_ep in graph mode. Atlas A3 (910_93): the recipe's
-    and vllm-ascend's arguments (group_tp = group_ep with a TP world of 1, no shared experts).
-    """
-    args: dict[str, object] = dict(group_ep=ep.comm_name, ep_world_size=ep.size, ep_rank_id=ep.rank,
-                                   moe_expert_num=ep.num_experts, expert_shard_type=0, shared_expert_rank_num=0,
-                                   global_bs=tokens_per_rank * ep.size)
-    if platform == "910b":
-        if graph:
-            args["group_tp"] = ep.comm_name
-        return args
-    if platform == "910_93":
-        return {**args, "group_tp": ep.comm_name, "tp_world_size": 1, "tp_rank_id": 0, "shared_expert_num": 0}
-    raise ValueError(f"MC2 dispatch/combine has no documented argument contract for platform {platform!r}")
 
 
 # Device -> implementation, for the plan binder. "ref" is the unfused path each toggle replaces.

@@ -16,10 +16,9 @@ Implementations (chosen once by the plan, see `model/optimizations.py`):
   cuda  F.rms_norm: ATen's fused CUDA kernel (quack on sm90/sm100); residual add as its own kernel.
   cpu   the reference math compiled by inductor into one generated C++ kernel per op (x read twice,
         written once).
-        Measured (1 thread): 1.4-6x faster than the reference on prefill-sized inputs ([512, 2048],
-        [8192, 256]), but each eager call pays ~60 us of dynamo guard / wrapper overhead, so on decode-sized
-        inputs ([1..64, 256..2048]) it is 1.5-4x SLOWER than the reference (80-120 us vs 20-85 us) unless
-        graph_mode compiles the whole decode step, where it is inlined.
+        Faster than the reference on prefill-sized inputs, but each eager call pays a fixed dynamo guard /
+        wrapper overhead, so on decode-sized inputs it is slower than the reference unless graph_mode
+        compiles the whole decode step, where it is inlined.
         NOTE: torch 2.13 has no fused CPU kernel behind F.rms_norm: `aten::_fused_rms_norm` is
         CompositeImplicitAutograd on CPU and runs pow, mean, add, rsqrt, mul, mul (profiled), i.e. the
         reference sequence; it is bit-identical to `rms_norm_ref` and only saves Python dispatch.
@@ -101,8 +100,8 @@ def gated_rms_norm_ref(x: Tensor, gate: Tensor, weight: Tensor, eps: float) -> T
 
 
 def rms_norm_npu(x: Tensor, gamma: Tensor, eps: float) -> Tensor:
-    """`torch_npu.npu_rms_norm` (aclnnRmsNorm). torch_npu documents gamma in x's dtype (npu_ops.md 2.2), so the
-    fp32 gamma = 1 + w of the zero-centred norm is cast to x's dtype first."""
+    """`torch_npu.npu_rms_norm` (aclnnRmsNorm). torch_npu 2.14.0 documents gamma in self's dtype (npu_ops.md
+    2.2), and the model keeps gamma in fp32, so it is cast here as in `add_rms_norm_npu`."""
     import torch_npu
 
     if gamma.dtype != x.dtype:

@@ -13,8 +13,6 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import torch
-
 from model.backend import Capabilities
 from model.optimizations import TOGGLE_NAMES, Plan, resolve_plan
 from perfbench.config.scenario import Scenario
@@ -193,7 +191,7 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
     for batch, input_len in shapes:
         for combo in combinations(scenario):
             requested += 1
-            plan = resolve_plan(combo.toggles, caps, parallel, model_cfg, exe_mode, dtype=getattr(torch, dtype))
+            plan = resolve_plan(combo.toggles, caps, parallel, model_cfg, exe_mode, dtype=dtype)
             what = plan.key() if device_present else tuple(sorted(combo.toggles.items()))
             key = (what, batch, input_len, tuple(sorted(combo.env.items())))
             if key in seen:
@@ -216,7 +214,7 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
                 enable_cache_compile=scenario.model_config.enable_cache_compile, warmup=measure.warmup,
                 iterations=measure.iterations, profile=bool(measure.profile),
                 numerics_check=measure.numerics_check, timeout_s=measure.timeout_s,
-                env={**pb.env, **combo.env})
+                env={**pb.env, **combo.env}, expected_plan={n: d.state for n, d in plan.decisions.items()})
             seen[key] = PlannedRun(spec, plan, combo.label)
             runs.append(seen[key])
     return SweepPlan(scenario, caps, runs, requested, device_present)

@@ -132,7 +132,7 @@ def estimate_scenario(scenario: Scenario, peaks: DevicePeaks) -> tuple[list[Plan
 
         batch, input_len = shapes[0]
         wl = _workload(batch, input_len, int(workload.output_len or 1), workload.ragged, DTYPE_BYTES[dtype])
-        full = resolve_plan("all", caps, parallel, config, scenario.model_config.exe_mode)
+        full = resolve_plan("all", caps, parallel, config, scenario.model_config.exe_mode, dtype=dtype)
         base_on = _on(full)
         base = estimate_model(model_cost(config, parallel, wl, CostToggles.from_states(base_on), caps.device),
                               peaks, dtype)
