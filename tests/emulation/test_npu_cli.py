@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from model.config import Qwen3_5MoeTextConfig
 from perfbench.cli import main
-from perfbench.results import RunResult, load_results, write_results
+from perfbench.results import RunResult, RunSpec, load_results, write_results
 
 pytestmark = pytest.mark.npu_emulated
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,10 @@ def test_unknown_platform_is_one_line() -> None:
 
 
 def _run(env_label: str | None) -> RunResult:
-    return RunResult(run_id="r", status="ok", spec={"run_id": "r", "device": "npu"}, env={"emulation": env_label})
+    spec = RunSpec.from_dict({"run_id": "r", "scenario": "s", "device": "npu", "dtype": "bfloat16", "model": "tiny",
+                              "batch_size": 1, "input_len": 8, "output_len": 2, "toggles": {},
+                              "parallel": {"world_size": 1}})
+    return RunResult(run_id="r", status="ok", spec=spec, env={"emulation": env_label})
 
 
 @pytest.mark.parametrize("labels", [("emulated npu (910b)", None), (None, "emulated npu (950)"),

@@ -6,7 +6,6 @@ contracts exist for A2 and A3 only (npu_ops.md 2.14)."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from model.backend import detect_capabilities
 from model.config import Qwen3_5MoeTextConfig
@@ -20,7 +19,7 @@ EP2 = ParallelConfig(world_size=2, attn_tp_size=2, moe_tp_size=1, embed_tp_size=
 
 def test_platform_choices(platform: str) -> None:
     caps = detect_capabilities("npu")
-    plan = resolve_plan("all", caps, TP2, Qwen3_5MoeTextConfig.qwen3_5_35b_a3b(), dtype=torch.bfloat16)
+    plan = resolve_plan("all", caps, TP2, Qwen3_5MoeTextConfig.qwen3_5_35b_a3b(), dtype="bfloat16")
     state = {n: d.state for n, d in plan.decisions.items()}
     assert plan.device == "npu"
     assert state["mm_all_reduce"] == ("inactive" if platform == "910_93" else "on")
@@ -29,7 +28,7 @@ def test_platform_choices(platform: str) -> None:
     assert plan.decisions["graph_mode"].impl == "torchair ge_graph"
     # Qwen3.5's head_dim 256 is outside TND's documented head dims: FIA v1 BSH
     assert "fia_v1_bsh" in plan.decisions["fused_attention"].impl
-    ep = resolve_plan("all", caps, EP2, Qwen3_5MoeTextConfig.qwen3_5_35b_a3b(), dtype=torch.bfloat16)
+    ep = resolve_plan("all", caps, EP2, Qwen3_5MoeTextConfig.qwen3_5_35b_a3b(), dtype="bfloat16")
     assert ep.decisions["moe_dispatch_combine"].state == ("inactive" if platform == "950" else "on")
 
 
