@@ -88,7 +88,7 @@ perfbench:
     assert result.status == "ok", result.error
     assert result.env["emulation"] == "emulated npu (910b)"
     assert "emulated npu (910b)" in result.env["device_name"] and result.env["device"] == "npu"
-    assert result.plan["fused_attention"]["state"] == "on" and result.plan["chunk_gdr"]["state"] == "on"
+    assert result.plan.state("fused_attention") == "on" and result.plan.state("chunk_gdr") == "on"
     assert result.numerics["tokens_match"] is True
     (trace_dir,) = (out / "runs" / result.run_id / "trace").glob("*_ascend_pt")
     assert "emulated npu (910b)" in (trace_dir / "EMULATED.txt").read_text()

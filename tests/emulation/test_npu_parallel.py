@@ -50,6 +50,6 @@ perfbench:
     assert (out / "results.jsonl").is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
     (result,) = load_results(out)
     assert result.status == "ok", (result.error or "") + proc.stderr[-2000:]
-    assert result.plan[toggle]["state"] == "on"
+    assert result.plan.state(toggle) == "on"
     assert result.env["emulation"] == f"emulated npu ({platform})"
     assert result.numerics["max_abs_logit_diff"] <= LOGIT_TOL
