@@ -1,4 +1,4 @@
-"""Shared fixtures: the real profiler fixtures in ../shared/fixtures (skipped with a reason when absent)."""
+"""Shared fixtures: the real profiler outputs in tests/fixtures (origins and licences in tests/fixtures/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 NPU_FIXTURES = FIXTURES / "npu_profiler"
 TORCH_FIXTURES = FIXTURES / "torch_profiler"
 
 
 def require(path: Path) -> Path:
-    """`path` if it exists, else skip the test with the reason."""
-    if not path.exists():
-        pytest.skip(f"profiler fixtures not found at {path}")
+    """`path`, which the repository ships; a missing one fails the test (it is not optional data)."""
+    assert path.exists(), f"profiler fixture missing from the repository: {path}"
     return path
 
 
