@@ -10,6 +10,7 @@ import pandas as pd
 from perfbench.errors import UserError
 from perfbench.profiling.ascend import find_rank_folders, parse_ascend_dir
 from perfbench.profiling.chrome import parse_chrome_trace
+from perfbench.profiling.communication import link_bandwidth
 from perfbench.profiling.events import concat_events
 
 NOT_A_TRACE = ("expected a torch profiler trace (.json / .json.gz), a torch_npu trace_view.json, a "
@@ -46,7 +47,10 @@ def _is_chrome_file(path: Path) -> bool:
 def _load_ascend(path: Path) -> LoadedTrace:
     profile = parse_ascend_dir(path)
     extra = {"ascend_step_trace_time": profile.step_trace, "ascend_op_statistic": profile.op_statistic,
-             "ascend_communication": profile.communication}
+             "ascend_communication": profile.communication,
+             "ascend_communication_links": profile.communication_links,
+             "ascend_link_bandwidth": link_bandwidth(profile.communication_links),
+             "ascend_communication_matrix": profile.communication_matrix}
     return LoadedTrace(path, "ascend", profile.events, profile.missing_columns, profile.notes,
                        {k: v for k, v in extra.items() if not v.empty}, profile.level, profile.ranks)
 
