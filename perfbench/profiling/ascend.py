@@ -18,7 +18,7 @@ from perfbench.profiling.ascend_kernels import KernelDetails, kernel_events, rea
 from perfbench.profiling.chrome import gc_paused, read_trace_json
 from perfbench.profiling.communication import read_communication, read_communication_matrix
 from perfbench.profiling.events import concat_events, empty_events
-from perfbench.profiling.trace_view import TraceView, read_trace_view, task_events
+from perfbench.profiling.trace_view import TraceView, host_events, read_trace_view, task_events
 
 OUTPUT_FOLDER = "ASCEND_PROFILER_OUTPUT"
 OUTPUT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json", "op_statistic.csv")
@@ -42,7 +42,8 @@ _PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 class AscendProfile:
     """Everything read from one Ascend profiler folder (all ranks).
 
-    events: the events table (device kernels from kernel_details.csv; context from trace_view.json flows).
+    events: the events table: device kernels (kernel_details.csv, else trace_view.json; context from
+        trace_view.json flows) and the host cpu_ops of trace_view.json.
     kernels: kernel_details.csv rows under canonical headers + `start_ns` and `rank`.
     op_statistic, step_trace: those CSVs with unit-named columns (`total_us`, `computing_us`, ...) + `rank`.
     communication: one row per collective/p2p op of communication.json (times converted to µs) + `rank`.
@@ -158,13 +159,14 @@ def _read_csv(path: Path, columns: dict[str, str], rank: int) -> pd.DataFrame:
 def parse_ascend_dir(path: Path | str) -> AscendProfile:
     """Parse an Ascend profiler folder (one rank or a parent of several rank folders) into an AscendProfile.
 
-    Events have start_us relative to the first kernel start over all ranks and device durations in µs.
+    Events have start_us relative to the first kernel or host op over all ranks, durations in µs.
     """
     path = Path(path)
     folders = find_rank_folders(path)
     profile = AscendProfile(events=empty_events(), ranks=[f.rank for f in folders])
     parsed: list[tuple[_RankFolder, KernelDetails, dict]] = []
     views: list[tuple[_RankFolder, TraceView]] = []  # ranks with a trace_view.json but no kernel_details.csv
+    host_views: list[tuple[_RankFolder, TraceView]] = []  # every trace_view.json: its host ops
     kernels, op_stats, step_traces, comms, links, matrices = [], [], [], [], [], []
     levels: list[str] = []
     for folder in folders:
@@ -192,6 +194,7 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
             if has_trace:
                 with gc_paused():
                     views.append((folder, read_trace_view(read_trace_json(out / "trace_view.json"))))
+                host_views.append(views[-1])
                 profile.notes.append(f"{tag}: kernels read from trace_view.json (no op types: "
                                      "categories come from kernel names)")
             continue
@@ -209,6 +212,7 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
             with gc_paused():
                 view = read_trace_view(read_trace_json(out / "trace_view.json"))
             scopes = view.scope_by_start()
+            host_views.append((folder, view))
             if view.tasks and view.attributed < len(view.tasks):
                 missing = len(view.tasks) - view.attributed
                 profile.notes.append(f"{tag}: {missing} of {len(view.tasks)} device tasks in trace_view.json "
@@ -217,9 +221,11 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
         kernels.append(details.table.assign(rank=folder.rank))
     firsts = [int(d.table["start_ns"].min()) for _, d, _ in parsed if len(d.table)]
     firsts += [min(t.start_ns for t in v.tasks) for _, v in views if v.tasks]
+    firsts += [min(v.host_start_ns) for _, v in host_views if v.host_start_ns]
     origin = min(firsts, default=0)
     profile.events = concat_events([kernel_events(d, f.rank, origin, s) for f, d, s in parsed]
-                                   + [task_events(v, f.rank, origin) for f, v in views])
+                                   + [task_events(v, f.rank, origin) for f, v in views]
+                                   + [host_events(v, f.rank, origin) for f, v in host_views])
     profile.kernels = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame()
     profile.op_statistic = pd.concat(op_stats, ignore_index=True) if op_stats else pd.DataFrame()
     profile.step_trace = pd.concat(step_traces, ignore_index=True) if step_traces else pd.DataFrame()

@@ -192,6 +192,13 @@ def task_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:
                   [t.dur_us for t in tasks], [t.stream for t in tasks], rank, origin_ns)
 
 
+def host_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:
+    """The host cpu_ops of a trace view as events (exclusive µs; start_us from `origin_ns`)."""
+    categories = [categorize(n, None, s.module) for n, s in zip(view.host_names, view.host_scopes)]
+    return _table(view.host_names, categories, view.host_scopes, "host", view.host_start_ns,
+                  view.host_self_us, view.host_stream, rank, origin_ns)
+
+
 def trace_view_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataFrame:
     """The events table of a trace_view.json: host cpu_ops (exclusive µs) and device tasks (µs).
 
@@ -200,7 +207,4 @@ def trace_view_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.D
     """
     view = read_trace_view(trace_events)
     origin = min(view.host_start_ns + [t.start_ns for t in view.tasks], default=0)
-    categories = [categorize(n, None, s.module) for n, s in zip(view.host_names, view.host_scopes)]
-    host = _table(view.host_names, categories, view.host_scopes, "host", view.host_start_ns,
-                  view.host_self_us, view.host_stream, rank, origin)
-    return concat_events([host, task_events(view, rank, origin)])
+    return concat_events([host_events(view, rank, origin), task_events(view, rank, origin)])

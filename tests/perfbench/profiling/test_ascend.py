@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 import pandas as pd
 import pytest
@@ -56,12 +57,17 @@ def test_level1_fixture_kernels_all_get_context_from_trace_view(npu_fixtures):
         rows = list(csv.DictReader(f))
 
     assert profile.level == "Level1" and profile.ranks == [0]
-    assert len(profile.events) == len(rows)
+    trace = json.loads((npu_fixtures / LEVEL1_OUTPUT / "trace_view.json").read_text())
+    host_ops = [e for e in trace if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+                and not e["name"].startswith(("ProfilerStep#", "pb|"))]
+    sides = profile.events["side"].value_counts()
+    assert sides["device"] == len(rows) and sides["host"] == len(host_ops)
     assert profile.notes == [] and profile.missing_columns == []
     assert set(profile.events["category"]) >= {"communication", "matmul", "other"}
-    assert profile.events["category"].eq("communication").sum() == sum(
+    device = profile.events.query("side == 'device'")
+    assert device["category"].eq("communication").sum() == sum(
         r["Accelerator Core"].strip() in ("COMMUNICATION", "HCCL") for r in rows)
-    assert profile.events["step"].notna().all()
+    assert profile.events.query("side == 'device'")["step"].notna().all()
 
 
 def test_two_rank_run_folder_reads_both_ranks(npu_fixtures):
@@ -148,7 +154,8 @@ def test_trace_view_only_folder_reads_kernels_from_the_trace(tmp_path):
 
     profile = parse_ascend_dir(tmp_path)
 
-    assert set(profile.events["side"]) == {"device"} and len(profile.events) == 4
+    assert profile.events.query("side == 'device'").shape[0] == 4
+    assert set(profile.events["side"]) == {"device", "host"}  # trace_view.json has the host ops too
     assert any("kernels read from trace_view.json" in n for n in profile.notes)
     norm = profile.events[profile.events["name"].str.contains("RmsNorm")].iloc[0]
     assert (norm["category"], norm["module"], norm["step"]) == ("norm", "norm", 2)
