@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from model.backend import timed  # noqa: E402
-from perfbench import stats  # noqa: E402
+from perfbench.analysis import stats  # noqa: E402
 
 
 def interleaved(candidates: dict[str, Callable[[], object]], reps: int = 7, warmup: int = 1,

@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
-from perfbench import stats  # noqa: E402
+from perfbench.analysis import stats  # noqa: E402
 
 
 def read_bandwidth(reps: int) -> float:

@@ -28,7 +28,7 @@ from _timing import table  # noqa: E402
 
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
 from model.config import PRESETS  # noqa: E402
-from perfbench import stats  # noqa: E402
+from perfbench.analysis import stats  # noqa: E402
 from tests.hf_reference import build_hf_model, save_hf_checkpoint  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +39,8 @@ class Capabilities:
     npu_ops: frozenset[str] = field(default_factory=frozenset)
     fla: bool = False
     triton: bool = False
+    # inductor's CPU code generation builds C++ at run time; without a compiler every inductor-based CPU
+    # implementation fails on first use, so the plan marks them inactive instead
     inductor: bool = True
 
     def has_npu_op(self, name: str) -> bool:
@@ -48,6 +52,11 @@ def _importable(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def cpp_compiler() -> str | None:
+    """Path of the C++ compiler inductor would use on CPU (`$CXX`, else g++), None when there is none."""
+    return shutil.which(os.environ.get("CXX") or "g++")
 
 
 def _npu_platform(name: str) -> str:
@@ -99,6 +108,7 @@ def detect_capabilities(device: str = "auto") -> Capabilities:
         npu_ops=npu_ops,
         fla=device == "cuda" and _importable("fla"),
         triton=_importable("triton"),
+        inductor=device != "cpu" or cpp_compiler() is not None,
     )
 
 

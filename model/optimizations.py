@@ -87,6 +87,13 @@ def _no_ep_graph_off_npu(ctx: PlanContext) -> str:
     return ""
 
 
+def _inductor_cpu(ctx: PlanContext) -> str:
+    # The CPU kernels of these toggles are generated C++ that inductor compiles at first use.
+    if ctx.caps.device == "cpu" and not ctx.caps.inductor:
+        return "needs a C++ compiler for inductor's CPU kernels (set CXX or install g++)"
+    return ""
+
+
 def _chunk_gdr_platform(ctx: PlanContext) -> str:
     # The recipe keeps the torch path on 950 (npu_recipe.md 2.1).
     if ctx.caps.device == "npu" and ctx.caps.npu_platform == "950":
@@ -100,7 +107,7 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("fused_rope", "rotate_half rotary on the rotary slice of q and k", ("prefill", "decode"),
                    {"npu": "torch_npu.npu_rotary_mul(rotary_mode='half')",
                     "cuda": "inductor-compiled rotary kernel", "cpu": "inductor-compiled rotary kernel"},
-                   npu_ops=("npu_rotary_mul",)),
+                   requires=(_inductor_cpu,), npu_ops=("npu_rotary_mul",)),
         ToggleSpec("fused_attention", "matmul + mask + softmax + matmul with repeat_kv", ("prefill", "decode"),
                    {"npu": "npu_fused_infer_attention_score", "cuda": "scaled_dot_product_attention (flash)",
                     "cpu": "scaled_dot_product_attention"},
@@ -109,7 +116,7 @@ TOGGLES: dict[str, ToggleSpec] = {
                    ("prefill", "decode"),
                    {"npu": "torch_npu.npu_rms_norm / npu_add_rms_norm", "cuda": "F.rms_norm (ATen fused)",
                     "cpu": "inductor-compiled RMSNorm kernels (residual add fused)"},
-                   npu_ops=("npu_rms_norm", "npu_add_rms_norm")),
+                   requires=(_inductor_cpu,), npu_ops=("npu_rms_norm", "npu_add_rms_norm")),
         ToggleSpec("chunk_gdr", "token-by-token gated delta rule recurrence in prefill", ("prefill",),
                    {"npu": "torch_npu.npu_chunk_gated_delta_rule", "cuda": "fla chunk_gated_delta_rule",
                     "cpu": "chunked delta rule (WY form, triangular solve)"},
@@ -127,7 +134,7 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("graph_mode", "eager decode step", ("decode",),
                    {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
                     "cpu": "torch.compile (inductor, static shapes)"},
-                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph)),
+                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph, _inductor_cpu)),
         ToggleSpec("merged_projections", "separate q/k/v, in_proj_qkv/z/b/a, gate/up, router/shared-gate GEMMs",
                    ("prefill", "decode"),
                    {"npu": "merged GEMMs", "cuda": "merged GEMMs", "cpu": "merged GEMMs"}),
@@ -162,7 +169,9 @@ class Plan:
     decisions: dict[str, ToggleDecision]
     exe_mode: str = "ge_graph"
     attention_variant: str = ""  # NPU fused attention flavour picked for this model (see ops/attention.py)
-    gdr_variant: str = ""  # "cuda_torch": chunk_gdr on CUDA without fla runs the plain-torch chunked kernel
+    # "cuda_torch": chunk_gdr on CUDA without fla, "cpu_eager": on CPU without a C++ compiler; both run the
+    # plain-torch chunked kernel
+    gdr_variant: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def on(self, name: str) -> bool:
@@ -258,6 +267,10 @@ def resolve_plan(
         gdr_variant = "cuda_torch"
         decisions["chunk_gdr"] = ToggleDecision("chunk_gdr", True, "on", "",
                                                 "chunked delta rule, plain torch (fla not installed)")
+    if caps.device == "cpu" and decisions["chunk_gdr"].on and not caps.inductor:
+        gdr_variant = "cpu_eager"
+        decisions["chunk_gdr"] = ToggleDecision("chunk_gdr", True, "on", "",
+                                                "chunked delta rule, eager (no C++ compiler for inductor)")
     plan = Plan(device=caps.device, decisions=decisions, exe_mode=ctx.exe_mode, attention_variant=variant,
                 gdr_variant=gdr_variant)
     for d in decisions.values():

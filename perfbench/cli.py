@@ -48,7 +48,7 @@ def main() -> None:
 def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], dry_run: bool, resume: bool,
         no_report: bool) -> None:
     """Run SCENARIO (a YAML path or a shipped scenario name; default: the default CPU scenario)."""
-    from perfbench.runner import run_scenario
+    from perfbench.run.runner import run_scenario
 
     sys.exit(run_scenario(scenario, out_dir=out_dir, overrides=list(overrides), dry_run=dry_run, resume=resume,
                           report=not no_report))
@@ -84,8 +84,8 @@ def compare(a: str, b: str, out_dir: str | None) -> None:
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write a markdown summary here (+ .json beside).")
 @user_errors
 def gate(baseline: str, current: str, rules: str | None, summary: str | None) -> None:
-    """Exit 0 pass, 1 regression, 2 usage or input error."""
-    from perfbench.gate import run_gate
+    """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide)."""
+    from perfbench.gate.engine import run_gate
 
     sys.exit(run_gate(Path(baseline), Path(current), Path(rules) if rules else None,
                       Path(summary) if summary else None))
@@ -102,7 +102,7 @@ def baseline() -> None:
 @user_errors
 def baseline_save(folder: str, dest: str) -> None:
     """Record the results in FOLDER as a baseline at DEST (a folder)."""
-    from perfbench.gate import save_baseline
+    from perfbench.gate.engine import save_baseline
 
     click.echo(f"baseline: {save_baseline(Path(folder), Path(dest))}")
 
@@ -124,7 +124,7 @@ def trace(path: str, out_dir: str | None) -> None:
 @user_errors
 def doctor(check_ops: bool, device: str) -> None:
     """The support matrix of this machine: each toggle, its implementation, or why it is inactive."""
-    from perfbench.doctor import doctor as run_doctor
+    from perfbench.tools.doctor import doctor as run_doctor
 
     sys.exit(run_doctor(device=device, check_ops=check_ops))
 
@@ -134,7 +134,7 @@ def doctor(check_ops: bool, device: str) -> None:
 @user_errors
 def list_(what: str) -> None:
     """List toggles, model presets or shipped scenarios."""
-    from perfbench.listing import listing
+    from perfbench.tools.listing import listing
 
     click.echo(listing(what))
 

@@ -25,6 +25,7 @@ STATUSES = ("ok", "error", "timeout", "killed")
 SUMMARY_KEYS = (
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
     "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
+    "host_other_cores", "host_steal_cores", "host_spare_cores",
 )
 
 CSV_COLUMNS = (
@@ -33,6 +34,7 @@ CSV_COLUMNS = (
     *(f"req.{t}" for t in TOGGLE_NAMES), *(f"eff.{t}" for t in TOGGLE_NAMES),
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
     "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
+    "host_other_cores", "host_steal_cores", "host_spare_cores",
     "max_abs_logit_diff",
     "tokens_match", "decode_ops_per_step", "wall_s",
 )

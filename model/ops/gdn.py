@@ -569,13 +569,15 @@ def gdr_decode_npu(
     return _gdr_decode_bnvd(q, k, v, g, beta, scale, state, torch_npu.npu_recurrent_gated_delta_rule)
 
 
-# Device (or plan variant) -> implementation, for the plan binder. `gdr_prefill_cpu` is plain torch and also
-# serves CUDA when fla is not installed ("cuda_torch"); decode uses the lean recurrence off-NPU in every plan.
+# Device (or plan variant) -> implementation, for the plan binder. The eager chunked kernel serves CUDA when fla
+# is not installed ("cuda_torch") and CPU without a C++ compiler ("cpu_eager": no inductor-compiled chunk terms);
+# decode uses the lean recurrence off-NPU in every plan.
 GDR_PREFILL: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
     "ref": gdr_prefill_ref,
     "cpu": gdr_prefill_cpu,
     "cuda": gdr_prefill_cuda,
     "cuda_torch": gdr_prefill_chunked,
+    "cpu_eager": gdr_prefill_chunked,
     "npu": gdr_prefill_npu,
 }
 GDR_DECODE: dict[str, Callable[..., Tensor]] = {

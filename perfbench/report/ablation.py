@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from perfbench.attribution import (
+from perfbench.analysis.attribution import (
     Attribution,
     Interaction,
     ShapleyValue,

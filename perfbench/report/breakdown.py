@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfbench.attribution import combo_label, effective_on
+from perfbench.analysis.attribution import combo_label, effective_on
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Section, Text
 from perfbench.report.table import Column, Table

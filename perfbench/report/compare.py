@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfbench import stats
-from perfbench.attribution import WorkloadShape, combo_label, effective_on, finite_samples, higher_is_better
+from perfbench.analysis import stats
+from perfbench.analysis.attribution import WorkloadShape, combo_label, effective_on, finite_samples, higher_is_better
 from perfbench.report.build import load_folder
 from perfbench.report.page import Section, Text, write_page
 from perfbench.report.table import Column, Table, format_number

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from perfbench import stats
-from perfbench.attribution import WorkloadShape, combo_label, effective_on, finite_samples
+from perfbench.analysis import stats
+from perfbench.analysis.attribution import WorkloadShape, combo_label, effective_on, finite_samples
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from model.optimizations import TOGGLE_NAMES
-from perfbench.attribution import WorkloadShape, combo_label, effective_on
+from perfbench.analysis.attribution import WorkloadShape, combo_label, effective_on
 from perfbench.report.page import Preformatted, Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from model.optimizations import TOGGLE_NAMES
-from perfbench import stats
+from perfbench.analysis import stats
 from perfbench.results import RunResult, write_results
 
 INJECTION = "<script>alert(1)</script>"

@@ -182,7 +182,7 @@ def parse_section(cls: type[Section], raw: Any) -> Any:
 def _type_name(tp: Any) -> str:
     if isinstance(tp, type) and not typing.get_args(tp):
         return tp.__name__
-    return str(tp).replace("typing.", "").replace("perfbench.scenario.", "")
+    return str(tp).replace("typing.", "").replace("perfbench.config.scenario.", "")
 
 
 def field_rows(cls: type[Section]) -> list[tuple[str, str, str, str]]:

@@ -11,8 +11,8 @@ import pytest
 
 from model.backend import Capabilities
 from model.optimizations import TOGGLE_NAMES
-from perfbench.scenario import build_scenario
-from perfbench.sweep import combinations, expand, plan_sweep
+from perfbench.config.scenario import build_scenario
+from perfbench.config.sweep import combinations, expand, plan_sweep
 
 CPU = Capabilities(device="cpu", device_name="test cpu")
 ALL_OFF = dict.fromkeys(TOGGLE_NAMES, False)
@@ -117,12 +117,12 @@ def test_run_ids_are_stable_readable_and_distinct():
 @pytest.mark.slow
 def test_run_ids_are_identical_in_another_process():
     code = ("import json; from model.backend import Capabilities; "
-            "from perfbench.scenario import load_scenario; from perfbench.sweep import expand; "
+            "from perfbench.config.scenario import load_scenario; from perfbench.config.sweep import expand; "
             "print(json.dumps([s.run_id for s in expand(load_scenario('default_cpu'), "
             "Capabilities(device='cpu', device_name='x'))]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "123", "PATH": ""})
-    from perfbench.scenario import load_scenario
+    from perfbench.config.scenario import load_scenario
 
     here = [s.run_id for s in expand(load_scenario("default_cpu"), CPU)]
     assert json.loads(out.stdout) == here

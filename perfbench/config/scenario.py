@@ -2,13 +2,14 @@
 
 A recipe YAML (model_config / parallel_config / scheduler_config / data_config) is a valid scenario on its
 own; every `perfbench:` option left out is derived from those sections (see `Scenario` docstring). Each YAML
-section is one dataclass whose fields carry their help text; `perfbench/scenario_schema.py` turns raw YAML
+section is one dataclass whose fields carry their help text; `perfbench/config/schema.py` turns raw YAML
 into them and reports bad input as one line naming the key path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,10 +17,11 @@ from typing import Any, ClassVar
 from model.config import PRESETS, ConfigError, Qwen3_5MoeTextConfig, load_config
 from model.optimizations import TOGGLE_NAMES
 from model.parallel_config import ParallelConfig, ParallelConfigError
+from perfbench.config.schema import Section, opt, parse_section, read_yaml, with_overrides
 from perfbench.errors import UserError
-from perfbench.scenario_schema import Section, opt, parse_section, read_yaml, with_overrides
 
-SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+# Shipped as package data, so a plain (non-editable) install finds them too.
+SCENARIOS_DIR = Path(str(importlib.resources.files("perfbench") / "scenarios"))
 DESIGNS = ("none", "grid", "one_at_a_time", "leave_one_out", "cumulative", "explicit")
 EXE_MODES = ("eager", "ge_graph", "npugraph_ex")
 # What the recipe always runs fused (npu_recipe.md 2.1: no switch, always on at HEAD).
@@ -345,8 +347,6 @@ def _derive(raw_perfbench: PerfbenchSection, mc: ModelConfigSection, sched: Sche
 
 def build_scenario(raw: Any, source: str = "<dict>", name: str | None = None) -> Scenario:
     """Validate a parsed YAML document; every message is one line naming the key path."""
-    if raw is None:
-        raw = {}
     if not isinstance(raw, dict):
         raise UserError(f"top level must be a mapping of sections ({', '.join(SECTIONS)}), "
                         f"got {type(raw).__name__}")
@@ -382,7 +382,7 @@ def build_scenario(raw: Any, source: str = "<dict>", name: str | None = None) ->
 
 
 def find_scenario(path_or_name: str | None) -> Path:
-    """A YAML path, or the name of a file in scenarios/ without .yaml (default: default_cpu)."""
+    """A YAML path, or the name of a shipped scenario (perfbench/scenarios/NAME.yaml; default: default_cpu)."""
     key = path_or_name or "default_cpu"
     path = Path(key).expanduser()
     if path.is_file():
@@ -401,6 +401,9 @@ def load_scenario(path_or_name: str | None, overrides: list[str] | tuple[str, ..
     label = path.name
     try:
         raw = read_yaml(path)
+        if raw is None or raw == {}:
+            raise UserError("the file holds no scenario (it is empty or only comments); a scenario is a mapping "
+                            f"of sections ({', '.join(SECTIONS)})")
         raw = with_overrides(raw, list(overrides), SECTIONS)
         return build_scenario(raw, source=str(path), name=path.stem)
     except UserError as err:

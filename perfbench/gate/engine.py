@@ -1,10 +1,16 @@
 """`perfbench gate`: compare a current result folder with a baseline and exit 0 (pass) or 1 (regression).
 
-Runs are matched by run_id. A pair is compared only when both runs are ok and their environments agree
-(`ENV_SPEC_KEYS` from the spec, `ENV_RUN_KEYS` from the recorded env where both sides have them); every
-other case is reported as not compared (SKIP), never silently dropped. A run that was ok in the baseline and
-is not ok now fails the gate, and so does a gate whose baseline rules found nothing to compare.
-Input problems (missing folder, no results.jsonl, bad rules) raise `UserError` (exit 2 in the CLI).
+Runs are matched by run_id. A pair is compared only when both runs are ok and ran the same thing
+(`ENV_SPEC_KEYS` from the spec, `SOFTWARE_ENV_KEYS` and the torch version from the recorded env, where both
+sides have them). Timing rules also need the same machine (`MACHINE_ENV_KEYS`, and the torch build tag such
+as "+cpu"); deterministic rules (toggles, op counts, numerics) do not, so a baseline recorded on one CPU model
+still gates another. Every other case is reported as not compared (SKIP), never silently dropped. A run that
+was ok in the baseline and is not ok now fails the gate, and so does a gate whose baseline rules found nothing
+to compare. A timing check whose evidence cannot decide (effect within the noise, CI across the bound, a
+contended machine) is INCONCLUSIVE: no failure, and no pass either.
+
+Exit codes: 0 pass, 1 regression, 2 input error (`UserError`: missing folder, no results.jsonl, bad rules),
+3 inconclusive (nothing failed, but at least one timing check could not decide).
 
 `save_baseline` records a result folder as a baseline (results + scenario + provenance in baseline.json);
 `--baseline` accepts either kind of folder, since both hold results.jsonl.
@@ -23,10 +29,11 @@ from typing import Any
 
 import click
 
-from perfbench import stats
+from perfbench.analysis import stats
 from perfbench.errors import UserError
-from perfbench.gate_checks import (
+from perfbench.gate.checks import (
     FAIL,
+    INCONCLUSIVE,
     PASS,
     SKIP,
     CheckResult,
@@ -40,12 +47,16 @@ from perfbench.gate_checks import (
     run_field,
     selects,
 )
-from perfbench.gate_rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
+from perfbench.gate.rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
 from perfbench.results import RunResult, atomic_write_json, atomic_write_text, load_results
 
 ENV_SPEC_KEYS = ("device", "dtype", "world_size", "model", "num_layers")
-# Keys of perfbench.environment.collect_environment; compared only where both runs recorded them.
-ENV_RUN_KEYS = ("torch", "torch_npu", "torchair", "cann", "device_name")
+# Keys of perfbench.environment.collect_environment, compared only where both runs recorded them. Software:
+# another version may decompose ops differently, so nothing is compared across it (torch by its version).
+SOFTWARE_ENV_KEYS = ("torch_npu", "torchair", "cann")
+# Machine: only timings depend on it (torch by its build tag: "2.13.0+cpu" and "2.13.0" run the same code).
+MACHINE_ENV_KEYS = ("device_name",)
+EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
 VOLATILE_ENV_KEYS = ("date",)  # differ between any two runs; left out when grouping environments
 BASELINE_KINDS = ("timing", "toggles", "op_count")
 BASELINE_FILES = ("results.jsonl", "results.csv", "scenario.json")
@@ -71,25 +82,31 @@ class GateReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.count(FAIL) else 0
+        if self.count(FAIL):
+            return EXIT_FAIL
+        return EXIT_INCONCLUSIVE if self.count(INCONCLUSIVE) else EXIT_PASS
+
+    @property
+    def verdict(self) -> str:
+        return {EXIT_FAIL: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(self.exit_code, "PASS")
 
     def headline(self) -> str:
-        verdict = "FAIL" if self.exit_code else "PASS"
-        return (f"gate: {verdict} ({self.count(FAIL)} failed, {self.count(PASS)} passed, "
-                f"{self.count(SKIP)} not compared; rules: {self.rules_source})")
+        return (f"gate: {self.verdict} ({self.count(FAIL)} failed, {self.count(PASS)} passed, "
+                f"{self.count(INCONCLUSIVE)} inconclusive, {self.count(SKIP)} not compared; "
+                f"rules: {self.rules_source})")
 
     def terminal(self) -> str:
         return "\n".join([*(c.line() for c in self.checks), self.headline()])
 
     def to_json(self) -> dict[str, Any]:
-        return _json_safe({"result": "fail" if self.exit_code else "pass", "exit_code": self.exit_code,
+        return _json_safe({"result": self.verdict.lower(), "exit_code": self.exit_code,
                 "baseline": str(self.baseline.path), "current": str(self.current.path),
                 "baseline_provenance": self.baseline.provenance, "rules": self.rules_source,
-                "counts": {s.lower(): self.count(s) for s in (FAIL, PASS, SKIP)},
+                "counts": {s.lower(): self.count(s) for s in (FAIL, PASS, INCONCLUSIVE, SKIP)},
                 "checks": [c.to_dict() for c in self.checks]})
 
     def markdown(self) -> str:
-        verdict = "FAIL" if self.exit_code else "PASS"
+        verdict = self.verdict
         prov = self.baseline.provenance or {}
         sha = prov.get("git_sha") or "unknown"
         saved = f" (saved {prov.get('created_at', '?')}, git {sha})" if prov else ""
@@ -97,8 +114,8 @@ class GateReport:
                  f"baseline `{self.baseline.path}`{saved} · current `{self.current.path}` · "
                  f"rules: {self.rules_source}", "",
                  f"**{self.count(FAIL)} failed**, {self.count(PASS)} passed, "
-                 f"{self.count(SKIP)} not compared", ""]
-        for title, status in (("Failures", FAIL), ("Not compared", SKIP)):
+                 f"{self.count(INCONCLUSIVE)} inconclusive, {self.count(SKIP)} not compared", ""]
+        for title, status in (("Failures", FAIL), ("Inconclusive", INCONCLUSIVE), ("Not compared", SKIP)):
             rows = [c for c in self.checks if c.status == status]
             if rows:
                 lines += [f"### {title}", "", *_md_table(rows), ""]
@@ -157,23 +174,44 @@ def load_folder(path: Path, role: str) -> ResultFolder:
                         _read_json(path / "baseline.json"))
 
 
-def environment_diffs(base: RunResult, cur: RunResult) -> list[str]:
+@dataclass(frozen=True)
+class EnvironmentDiffs:
+    software: list[str]  # what ran differs: no rule compares the pair
+    machine: list[str]  # where it ran differs: timing rules do not compare the pair
+
+
+def _recorded_diffs(base: RunResult, cur: RunResult, keys: tuple[str, ...],
+                    view: Any = lambda value: value) -> list[str]:
     diffs = []
-    for key in ENV_SPEC_KEYS:
-        before, after = run_field(base, key), run_field(cur, key)
-        if before != after:
-            diffs.append(f"{key} {before} -> {after}")
-    for key in ENV_RUN_KEYS:
-        if key in base.env and key in cur.env and base.env[key] != cur.env[key]:
+    for key in keys:
+        if key in base.env and key in cur.env and view(base.env[key]) != view(cur.env[key]):
             diffs.append(f"{key} {base.env[key]} -> {cur.env[key]}")
     return diffs
+
+
+def _torch_version(value: Any) -> str:
+    return str(value).split("+", 1)[0]
+
+
+def _torch_build(value: Any) -> str:
+    return str(value).partition("+")[2]
+
+
+def environment_diffs(base: RunResult, cur: RunResult) -> EnvironmentDiffs:
+    software = [f"{key} {run_field(base, key)} -> {run_field(cur, key)}" for key in ENV_SPEC_KEYS
+                if run_field(base, key) != run_field(cur, key)]
+    software += _recorded_diffs(base, cur, ("torch",), _torch_version)
+    software += _recorded_diffs(base, cur, SOFTWARE_ENV_KEYS)
+    machine = _recorded_diffs(base, cur, MACHINE_ENV_KEYS) + _recorded_diffs(base, cur, ("torch",), _torch_build)
+    return EnvironmentDiffs(software, machine)
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
 
 def _pair_runs(baseline: ResultFolder, current: ResultFolder,
-               checks: list[CheckResult]) -> list[tuple[RunResult, RunResult]]:
-    """Runs comparable with the baseline; everything else becomes a SKIP (or FAIL for a lost ok status)."""
+               checks: list[CheckResult]) -> list[tuple[RunResult, RunResult, list[str]]]:
+    """Runs comparable with the baseline, each with its machine differences (which rule out timing rules);
+    everything else becomes a SKIP (or FAIL for a lost ok status)."""
     base_name = (baseline.scenario or {}).get("name")
     cur_name = (current.scenario or {}).get("name")
     if base_name and cur_name and base_name != cur_name:
@@ -193,29 +231,42 @@ def _pair_runs(baseline: ResultFolder, current: ResultFolder,
             error = (cur.error or "").strip().splitlines()[-1:] or ["no error recorded"]
             checks.append(CheckResult(FAIL, "status", "status", rid, f"ok in the baseline, now {cur.status}: "
                                       f"{error[0]}"))
-        elif diffs := environment_diffs(base, cur):
+        elif (diffs := environment_diffs(base, cur)).software:
             checks.append(CheckResult(SKIP, "coverage", "environment", rid,
-                                      f"different environment ({'; '.join(diffs)}): not compared"))
+                                      f"different environment ({'; '.join(diffs.software)}): not compared"))
         else:
-            pairs.append((base, cur))
+            pairs.append((base, cur, diffs.machine))
     return pairs
 
 
 def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) -> GateReport:
     report = GateReport(baseline, current, rules.source)
     checks = report.checks
-    pairs = _pair_runs(baseline, current, checks)
+    machine_pairs = _pair_runs(baseline, current, checks)
+    pairs = [(b, c) for b, c, _ in machine_pairs]
+    timing_pairs = [(b, c) for b, c, machine in machine_pairs if not machine]
+    if any(rule.kind == "timing" for rule in rules.rules):
+        for _, cur, machine in machine_pairs:
+            if machine:
+                checks.append(CheckResult(SKIP, "coverage", "machine", cur.run_id,
+                                          f"another machine ({'; '.join(machine)}): timing rules not compared, "
+                                          "deterministic rules still are"))
     if not pairs and any(rule.kind in BASELINE_KINDS for rule in rules.rules):
         counts = f"{len(baseline.runs)} baseline runs, {len(current.runs)} current runs"
         checks.append(CheckResult(FAIL, "coverage", "comparable", None,
                                   f"no run could be compared with the baseline ({counts}); "
                                   "a gate that compares nothing cannot pass"))
+    elif pairs and not timing_pairs and all(rule.kind == "timing" for rule in rules.rules
+                                            if rule.kind in BASELINE_KINDS):
+        checks.append(CheckResult(INCONCLUSIVE, "coverage", "comparable", None,
+                                  "every comparable run ran on another machine: the timing rules compared "
+                                  "nothing"))
     current_ok = [r for _, r in sorted(current.runs.items()) if r.status == "ok"]
-    adjusted = _adjusted_p_values(rules, pairs)
+    adjusted = _adjusted_p_values(rules, timing_pairs)
     for rule in rules.rules:
         if rule.kind == "timing":
             checks += [check_timing(rule, b, c, adjusted.get((id(rule), c.run_id)), rules.correction)
-                       for b, c in pairs if selects(c, rule.where)]
+                       for b, c in timing_pairs if selects(c, rule.where)]
         elif rule.kind == "toggles":
             checks += [check_toggles(rule, b, c) for b, c in pairs if selects(c, rule.where)]
         elif rule.kind == "op_count":
@@ -257,7 +308,8 @@ def run_gate(baseline: Path, current: Path, rules: Path | None, summary: Path | 
     """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given.
 
     Returns:
-        0 when every check passed, 1 on a regression. Input errors raise UserError.
+        0 when every check passed, 1 on a regression, 3 when nothing failed but a timing check could not
+        decide. Input errors raise UserError.
     """
     if summary is not None and summary.suffix == ".json":
         raise UserError(f"--summary {summary}: give the markdown path (e.g. gate.md); JSON goes beside it")

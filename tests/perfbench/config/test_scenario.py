@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -12,8 +13,7 @@ from click.testing import CliRunner
 
 from model.optimizations import TOGGLE_NAMES
 from perfbench.cli import main
-from perfbench.errors import UserError
-from perfbench.scenario import (
+from perfbench.config.scenario import (
     SCENARIOS_DIR,
     SECTIONS,
     PerfbenchSection,
@@ -22,7 +22,8 @@ from perfbench.scenario import (
     list_scenarios,
     load_scenario,
 )
-from perfbench.scenario_schema import Section, field_rows
+from perfbench.config.schema import Section, field_rows
+from perfbench.errors import UserError
 
 RECIPE_35B = SCENARIOS_DIR / "recipe" / "qwen3_5_35b_ep8.yaml"
 
@@ -77,8 +78,8 @@ def test_perfbench_only_scenario_defaults(tmp_path):
     assert pb.measure.profile is True and pb.sweep.toggles == list(TOGGLE_NAMES)
 
 
-def test_empty_file_is_the_default_scenario(tmp_path):
-    sc = load_scenario(str(write(tmp_path, "")))
+def test_a_minimal_scenario_takes_the_defaults(tmp_path):
+    sc = load_scenario(str(write(tmp_path, "perfbench: {}\n")))
     assert sc.perfbench.model == "tiny" and sc.parallel_config.world_size == 1
 
 
@@ -165,6 +166,11 @@ def test_sections_validate_when_built_in_python():
 
 # ---- malformed input: one line naming the key path ---------------------------------------------------------
 MALFORMED = {
+    "empty-file": ("", "holds no scenario"),
+    "only-comments": ("# perfbench:\n#   device: cpu\n", "holds no scenario"),
+    "empty-mapping": ("{}\n", "holds no scenario"),
+    "top-level-scalar": ("perfbench\n", "top level must be a mapping"),
+    "truncated": ("perfbench:\n  workload: {batch_sizes: [1, 2\n", "invalid YAML"),
     "top-level-list": ("- a\n- b\n", "top level must be a mapping"),
     "unknown-section": ("perfbenc: {}\n", "perfbenc"),
     "section-not-mapping": ("perfbench: [1, 2]\n", "perfbench"),
@@ -253,7 +259,7 @@ def test_unknown_scenario_name_lists_the_shipped_ones():
 
 
 @pytest.mark.parametrize("case", ["negative-batch", "unknown-toggle", "yaml-syntax", "parallel-not-dividing",
-                                  "explicit-unknown"])
+                                  "explicit-unknown", "empty-file", "truncated"])
 def test_cli_dry_run_reports_bad_scenarios_without_traceback(tmp_path, case):
     text, key = MALFORMED[case]
     path = write(tmp_path, text)
@@ -266,3 +272,32 @@ def test_cli_dry_run_reports_bad_scenarios_without_traceback(tmp_path, case):
 def test_build_scenario_accepts_a_dict():
     sc = build_scenario({"perfbench": {"workload": {"batch_sizes": [2]}}}, source="inline.yaml")
     assert sc.name == "inline" and sc.perfbench.workload.batch_sizes == [2]
+
+
+@pytest.mark.slow
+def test_shipped_scenarios_work_after_a_plain_install(tmp_path):
+    """A non-editable install (a wheel, no source tree beside it) lists and dry-runs its shipped scenarios."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[3]
+    target = tmp_path / "site"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                              "--no-compile", "--target", str(target), str(repo)],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-3000:]
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "perfbench.cli", *args], cwd=elsewhere, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    listed = cli("list", "scenarios")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "default_cpu" in listed.stdout and "qwen3_5_35b_ep8" in listed.stdout
+    where = cli("run", "ci_smoke", "--dry-run")
+    assert where.returncode == 0, where.stderr[-2000:]
+    assert str(target) in subprocess.run([sys.executable, "-c", "import perfbench; print(perfbench.__file__)"],
+                                         cwd=elsewhere, env=env, capture_output=True, text=True).stdout

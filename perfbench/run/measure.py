@@ -33,8 +33,9 @@ from model.backend import Capabilities, detect_capabilities, peak_memory_mb, syn
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.tracing import scope_name
-from perfbench import stats
+from perfbench.analysis import stats
 from perfbench.results import RunResult, RunSpec
+from perfbench.run import host_load
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -157,7 +158,7 @@ def summarize(ttft_ms: list[float], tpot_ms: list[float], workload: Workload) ->
 def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    from perfbench.environment import collect_environment  # noqa: PLC0415
+    from perfbench.run.environment import collect_environment  # noqa: PLC0415
 
     torch.manual_seed(spec.seed)
     caps = detect_capabilities(spec.device)
@@ -199,17 +200,21 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     ttft_ms: list[float] = []
     tpot_ms: list[float] = []
     last = None
+    before = host_load.snapshot()
     for _ in range(spec.iterations):
         last = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=reference is not None)
         ttft_ms.append(last.ttft_s * 1e3)
         tpot_ms.extend(s * 1e3 for s in last.step_s)
     synchronize(caps.device)
+    load = host_load.host_load(before, host_load.snapshot(), run_threads=_run_threads(caps.device))
     result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     result.summary = summarize(ttft_ms, tpot_ms, workload)
     result.summary["compile_s"] = compile_s
     result.summary["compile_warm_s"] = compile_warm_s
     result.summary["first_ttft_ms"] = first_ttft_ms
     result.summary["peak_mem_mb"] = peak_memory_mb(caps.device)
+    if load is not None:
+        result.summary.update(load.as_summary())
 
     if reference is not None and last is not None and last.logits is not None:
         diff = (last.logits.float() - reference.float()).abs().max().item()
@@ -220,6 +225,13 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir)
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _run_threads(device: str) -> int:
+    """CPU threads this run keeps busy on this host: its intra-op threads on CPU (one host thread per rank on an
+    accelerator), times the ranks started here."""
+    per_rank = torch.get_num_threads() if device == "cpu" else 1
+    return per_rank * int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
 
 def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,

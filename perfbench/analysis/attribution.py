@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from model.optimizations import TOGGLE_NAMES
-from perfbench import stats
+from perfbench.analysis import stats
 from perfbench.errors import UserError
 from perfbench.results import SUMMARY_KEYS, RunResult
 

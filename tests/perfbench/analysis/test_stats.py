@@ -1,4 +1,4 @@
-"""perfbench.stats against textbook values, scipy (when installed) and simulated coverage."""
+"""perfbench.analysis.stats against textbook values, scipy (when installed) and simulated coverage."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfbench import stats
+from perfbench.analysis import stats
 
 finite_floats = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 

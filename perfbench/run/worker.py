@@ -1,6 +1,6 @@
-"""One run, in its own process: `python -m perfbench.worker --spec <run_dir>/spec.json --out <run_dir>`.
+"""One run, in its own process: `python -m perfbench.run.worker --spec <run_dir>/spec.json --out <run_dir>`.
 
-Reads the RunSpec, calls `perfbench.measure.measure_run`, and writes `<run_dir>/result.json` atomically
+Reads the RunSpec, calls `perfbench.run.measure.measure_run`, and writes `<run_dir>/result.json` atomically
 (rank 0 only under torchrun). An exception becomes a result with status "error" and the traceback, exit 1.
 
 Fault drills (the test hook for the runner's failure handling): the environment variable PERFBENCH_FAULT makes
@@ -75,7 +75,7 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     t0 = time.monotonic()
     try:
         inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))
-        from perfbench.measure import measure_run  # imported here: torch/model load only in the worker
+        from perfbench.run.measure import measure_run  # imported here: torch/model load only in the worker
 
         result = measure_run(spec, run_dir)
     except Exception:  # noqa: BLE001 - every failure is recorded, the sweep goes on
@@ -86,14 +86,14 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     if not result.wall_s:
         result.wall_s = time.monotonic() - t0
     if not result.env:
-        from perfbench.environment import collect_environment
+        from perfbench.run.environment import collect_environment
 
         result.env = collect_environment(spec.device)
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perfbench.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m perfbench.run.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, type=Path, help="spec.json written by the runner")
     parser.add_argument("--out", required=True, type=Path, help="the run's folder (result.json goes here)")
     args = parser.parse_args(argv)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from perfbench.results import RunSpec
 
-WORKER_MODULE = "perfbench.worker"
+WORKER_MODULE = "perfbench.run.worker"
 KILL_GRACE_S = 5.0  # SIGTERM first so torchrun can stop its ranks; SIGKILL after this
 # Where `perfbench` is imported from (not resolved, so a symlinked checkout stays itself); children import
 # the same code.
-PROJECT_DIR = Path(__file__).parent.parent
+PROJECT_DIR = Path(__file__).parent.parent.parent
 
 
 def free_port() -> int:
@@ -35,7 +35,7 @@ def free_port() -> int:
 
 def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | None = None,
                    python: str = sys.executable) -> list[str]:
-    """`python -m perfbench.worker ...`, or the same under torchrun on loopback with per-rank logs."""
+    """`python -m perfbench.run.worker ...`, or the same under torchrun on loopback with per-rank logs."""
     worker_args = ["-m", WORKER_MODULE, "--spec", str(spec_path), "--out", str(run_dir)]
     if spec.world_size <= 1:
         return [python, *worker_args]

@@ -33,6 +33,6 @@ def listing(what: str) -> str:
                          f"{cfg.num_hidden_layers} layers, {cfg.num_experts} experts top-{cfg.num_experts_per_tok}, "
                          f"vocab {cfg.vocab_size}")
         return "\n".join(lines)
-    from perfbench.scenario import list_scenarios  # noqa: PLC0415
+    from perfbench.config.scenario import list_scenarios  # noqa: PLC0415
 
     return "\n".join(f"{name:<24} {summary}" for name, summary in list_scenarios())

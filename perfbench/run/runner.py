@@ -14,9 +14,12 @@ import time
 from pathlib import Path
 
 from model.backend import Capabilities, detect_capabilities
-from perfbench.environment import collect_environment
+from perfbench.config.scenario import Scenario, load_scenario
+from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
-from perfbench.launcher import (
+from perfbench.results import RunResult, atomic_write_json, load_results, write_results
+from perfbench.run.environment import collect_environment
+from perfbench.run.launcher import (
     ProcessOutcome,
     child_env,
     rank_log_tails,
@@ -25,9 +28,6 @@ from perfbench.launcher import (
     tail,
     worker_command,
 )
-from perfbench.results import RunResult, atomic_write_json, load_results, write_results
-from perfbench.scenario import Scenario, load_scenario
-from perfbench.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 
 INTERRUPTED_EXIT = 130
 

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from model.optimizations import TOGGLE_NAMES
 from perfbench.cli import main
 from perfbench.errors import UserError
-from perfbench.gate import ResultFolder, evaluate, load_folder, run_gate, save_baseline
-from perfbench.gate_checks import ratio_pairs
-from perfbench.gate_rules import RatioRule, default_rules, load_rules, parse_rules
+from perfbench.gate.checks import ratio_pairs
+from perfbench.gate.engine import ResultFolder, evaluate, load_folder, run_gate, save_baseline
+from perfbench.gate.rules import RatioRule, default_rules, load_rules, parse_rules
 from perfbench.results import RunResult, write_results
 
-REPO = Path(__file__).resolve().parents[2]
-SMOKE_GATE = REPO / "scenarios" / "gates" / "ci_smoke_gate.yaml"
+REPO = Path(__file__).resolve().parents[3]
+SMOKE_GATE = REPO / "perfbench" / "scenarios" / "gates" / "ci_smoke_gate.yaml"
 
 
 def noisy(rng: np.random.Generator, median: float, n: int, cv: float = 0.06,
@@ -95,7 +95,7 @@ def test_default_timing_rule_false_alarm_rate_a_a() -> None:
         runs = [make_run("r1", tpot=list(rng.choice(recorded_tpot, 80)),
                          ttft=list(rng.choice(recorded_ttft, 5))) for _ in range(2)]
         report = evaluate(in_memory([runs[0]]), in_memory([runs[1]]), rules)
-        failed += report.exit_code
+        failed += report.exit_code == 1
         significant += any(c.details.get("p_value", 1.0) < 0.01 for c in report.checks if c.kind == "timing")
     assert failed / trials <= 0.01
     # The test alone (threshold aside) must be calibrated: about alpha per check, two checks per trial.
@@ -155,7 +155,9 @@ def test_slowdown_within_noise_or_threshold_passes() -> None:
     cur2 = make_run("r", tpot=[6.5, 9.0], ttft=[40.0])
     report = evaluate(in_memory([base2]), in_memory([cur2]), default_rules())
     line = next(c.line() for c in report.checks if c.name == "tpot_ms")
-    assert report.exit_code == 0 and "not significant" in line and "too few samples" in line
+    # beyond the threshold but not significant: neither a pass nor a failure
+    assert report.exit_code == 3 and line.startswith("INCONCLUSIVE")
+    assert "not significant" in line and "too few samples" in line
 
 
 def test_throughput_and_threshold_only_metrics(tmp_path: Path) -> None:
@@ -331,15 +333,27 @@ def test_ci_smoke_gate_file(tmp_path: Path) -> None:
     rules = load_rules(SMOKE_GATE)
     assert [r.kind for r in rules.rules] == ["toggles", "numerics", "op_count", "ratio"]
     rng = np.random.default_rng(2)
-    runs = []
-    for chunk in (False, True):
-        on = ("chunk_gdr",) if chunk else ()
-        runs.append(make_run(f"gdr{int(chunk)}", on=on, input_len=256, tpot=noisy(rng, 5.0, 30),
-                             ttft=noisy(rng, 20.0 if chunk else 60.0, 5)))
-    base, cur = folder(tmp_path, "b", runs), folder(tmp_path, "c", runs)
-    result = gate("--baseline", str(base), "--current", str(cur), "--rules", str(SMOKE_GATE))
+
+    def sweep(name: str, off_ms: float, on_ms: float, cv: float) -> Path:
+        runs = [make_run(f"gdr{int(chunk)}", on=("chunk_gdr",) if chunk else (), input_len=256,
+                         tpot=noisy(rng, 5.0, 30), ttft=noisy(rng, on_ms if chunk else off_ms, 5, cv, 0.0))
+                for chunk in (False, True)]
+        return folder(tmp_path, name, runs)
+
+    clear = sweep("clear", 60.0, 20.0, 0.03)
+    result = gate("--baseline", str(clear), "--current", str(clear), "--rules", str(SMOKE_GATE))
     assert result.exit_code == 0, result.output
     assert re.search(r"^PASS chunk_gdr prefill speedup run=gdr0/gdr1: \d\.\d\dx >= 1\.5", result.output, re.M)
+    # 1.6x with 30 % noise on 5 samples a side: the CI spans 1.5, so the rule cannot decide
+    noisy_run = sweep("noisy", 32.0, 20.0, 0.3)
+    result = gate("--baseline", str(clear), "--current", str(noisy_run), "--rules", str(SMOKE_GATE))
+    assert result.exit_code == 3, result.output
+    assert re.search(r"^INCONCLUSIVE chunk_gdr prefill speedup .*CI spans the bound 1.5", result.output, re.M)
+    # no speed-up at all, measured tightly: a decided failure
+    lost = sweep("lost", 20.0, 20.0, 0.03)
+    result = gate("--baseline", str(clear), "--current", str(lost), "--rules", str(SMOKE_GATE))
+    assert result.exit_code == 1, result.output
+    assert re.search(r"^FAIL chunk_gdr prefill speedup .*< min 1.5", result.output, re.M)
 
 
 # ---- 4. input errors: exit 2, one line -----------------------------------------------------------

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.optimizations import TOGGLE_NAMES
-from perfbench import stats
-from perfbench.gate_rules import (
+from perfbench.analysis import stats
+from perfbench.gate.rules import (
     METRICS,
     Metric,
     NumericsRule,
@@ -23,14 +23,18 @@ from perfbench.gate_rules import (
     TogglesRule,
 )
 from perfbench.results import RunResult
+from perfbench.run.host_load import contention
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+# A timing check whose evidence cannot decide: the effect is within the noise, or the machine was contended.
+# It is neither a pass nor a failure.
+INCONCLUSIVE = "INCONCLUSIVE"
 _COUNT_SLACK = 1e-9  # op counts may be per-step averages (floats); ignore rounding noise
 
 
 @dataclass
 class CheckResult:
-    status: str  # PASS | FAIL | SKIP (not compared, with the reason)
+    status: str  # PASS | FAIL | INCONCLUSIVE | SKIP (not compared, with the reason)
     kind: str  # rule kind, or "status" / "coverage" for run bookkeeping
     name: str  # metric or check label
     run_id: str | None
@@ -160,6 +164,9 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
     if base_value <= 0 or cur_value <= 0:
         return CheckResult(SKIP, "timing", name, cur.run_id, f"non-positive {metric.summary_key}, no ratio")
     ratio = base_value / cur_value if metric.higher_is_better else cur_value / base_value
+    if busy := contended(base, cur):
+        return CheckResult(INCONCLUSIVE, "timing", name, cur.run_id,
+                           f"{_direction(metric, ratio)}, not decided: {busy}", {"metric": rule.metric, "ratio": ratio})
     values = f"{label} {fmt(cur_value)} {metric.unit} vs {fmt(base_value)} {metric.unit}"
     details: dict[str, Any] = {"metric": rule.metric, "ratio": ratio, "current": cur_value,
                                "baseline": base_value, "threshold": rule.threshold, "alpha": rule.alpha,
@@ -193,9 +200,9 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
         if verdict.method == "no-overlap":
             overlap = "no overlap" if significant else "samples overlap"
             evidence += f" ({overlap}: too few samples for the U test)"
-    status = FAIL if exceeds and significant else PASS
+    status = (FAIL if significant else INCONCLUSIVE) if exceeds else PASS
     if exceeds and not significant:
-        evidence += " (not significant)"
+        evidence += " (not significant: inconclusive)"
     return CheckResult(status, "timing", name, cur.run_id,
                        f"{_direction(metric, ratio)} ({values}), {evidence}, {threshold_text}", details)
 
@@ -318,20 +325,36 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     details: dict[str, Any] = {"metric": rule.metric, "ratio": ratio, "numerator": num_value,
                                "denominator": den_value, "min": rule.min, "max": rule.max,
                                "numerator_run": num.run_id, "denominator_run": den.run_id}
+    low = high = ratio  # without raw samples the point ratio alone decides
     ci = ""
     if num_samples and den_samples:
         _, low, high = stats.ratio_ci(den_samples, num_samples, stat=_statistic(metric), n_boot=1000)
         details.update(ci_low=low, ci_high=high)
         ci = f", 95% CI [{low:.2f}, {high:.2f}]"
-    failed = []
-    if rule.min is not None and ratio < rule.min:
-        failed.append(f"< min {rule.min:g}")
-    if rule.max is not None and ratio > rule.max:
-        failed.append(f"> max {rule.max:g}")
     bounds = " and ".join(b for b in (f">= {rule.min:g}" if rule.min is not None else "",
                                       f"<= {rule.max:g}" if rule.max is not None else "") if b)
     values = f"{fmt(num_value)} / {fmt(den_value)} {metric.unit}{ci}"
-    if failed:
-        return CheckResult(FAIL, "ratio", name, pair_id, f"{ratio:.2f}x {' and '.join(failed)} ({values})",
+    if busy := contended(num, den):
+        return CheckResult(INCONCLUSIVE, "ratio", name, pair_id,
+                           f"{ratio:.2f}x, not decided: {busy} ({values})", details)
+    # Decided only when the whole CI is on one side of each bound; a CI across a bound is inconclusive.
+    outside = []
+    if rule.min is not None and high < rule.min:
+        outside.append(f"< min {rule.min:g}")
+    if rule.max is not None and low > rule.max:
+        outside.append(f"> max {rule.max:g}")
+    straddled = [f"{b:g}" for b in (rule.min, rule.max) if b is not None and low < b <= high]
+    if outside:
+        return CheckResult(FAIL, "ratio", name, pair_id, f"{ratio:.2f}x {' and '.join(outside)} ({values})",
+                           details)
+    if straddled:
+        return CheckResult(INCONCLUSIVE, "ratio", name, pair_id,
+                           f"{ratio:.2f}x, CI spans the bound {' and '.join(straddled)}: not decided ({values})",
                            details)
     return CheckResult(PASS, "ratio", name, pair_id, f"{ratio:.2f}x {bounds} ({values})", details)
+
+
+def contended(*runs: RunResult) -> str:
+    """Why the timings of these runs cannot decide because the machine was busy ("" when none was)."""
+    reasons = [f"{r.run_id}: {why}" for r in runs if (why := contention(r.summary))]
+    return "; ".join(reasons)

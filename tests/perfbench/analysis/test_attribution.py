@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model.optimizations import TOGGLE_NAMES
-from perfbench.attribution import (
+from perfbench.analysis.attribution import (
     Unavailable,
     attribute,
     cumulative_waterfall,

@@ -7,8 +7,8 @@ import re
 
 import torch
 
-from perfbench import environment
-from perfbench.environment import cann_version, collect_environment
+from perfbench.run import environment
+from perfbench.run.environment import cann_version, collect_environment
 
 
 def test_snapshot_has_the_reproducibility_fields():

@@ -21,7 +21,7 @@ import torch
 
 ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_")
 ENV_NAMES = ("TASK_QUEUE_ENABLE", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
-REPO_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = Path(__file__).resolve().parents[2]
 
 
 def _git(*args: str) -> str | None:

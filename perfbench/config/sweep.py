@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from model.backend import Capabilities
 from model.optimizations import TOGGLE_NAMES, Plan, resolve_plan
+from perfbench.config.scenario import Scenario
 from perfbench.results import RunSpec
-from perfbench.scenario import Scenario
 
 # Short names for tables and progress lines.
 ABBREV = {

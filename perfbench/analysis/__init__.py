@@ -1,0 +1,1 @@
+"""Analysis of results: statistics, per-toggle attribution."""

@@ -1,0 +1,1 @@
+"""Running: the runner (sweep -> run folders), the per-run launcher and worker, and in-process measurement."""

@@ -1,0 +1,1 @@
+"""Side commands: `perfbench doctor` and `perfbench list`."""

@@ -1,0 +1,59 @@
+"""The host-load meter sees other processes' CPU time and leaves the run's own process group out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perfbench.run import host_load
+from perfbench.run.host_load import CpuSnapshot, HostLoad, contention
+
+pytestmark = pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux /proc")
+
+
+def test_a_spinning_process_outside_the_run_is_seen(tmp_path):
+    # The hog starts its own session, so it is outside this process group: it counts as "other".
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        time.sleep(0.5)  # let it start spinning
+        before = host_load.snapshot()
+        time.sleep(1.5)
+        load = host_load.host_load(before, host_load.snapshot(), run_threads=1, cpus=1)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert load is not None and load.other_cores > 0.6, load
+    assert "other processes kept" in contention(load.as_summary())
+
+
+def test_the_runs_own_processes_are_not_other(tmp_path):
+    # A spinner in this process group is part of the run (a torchrun rank, say).
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        before = host_load.snapshot()
+        time.sleep(1.5)
+        after = host_load.snapshot()
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert after.own_ticks - before.own_ticks >= 0.6 * 1.5 * host_load._ticks_per_s()
+
+
+def test_arithmetic_and_verdict():
+    tick = host_load._ticks_per_s()
+    before = CpuSnapshot(wall_s=10.0, busy_ticks=1000, steal_ticks=0, own_ticks=100)
+    # 2 s: 4 cores' worth of busy time of which 2 cores were the run's, 0.4 cores stolen
+    after = CpuSnapshot(wall_s=12.0, busy_ticks=1000 + 8 * tick, steal_ticks=int(0.8 * tick),
+                        own_ticks=100 + 4 * tick)
+    load = host_load.host_load(before, after, run_threads=2, cpus=2)
+    assert load == HostLoad(other_cores=2.0, steal_cores=0.4, spare_cores=0.0)
+    why = contention(load.as_summary())
+    assert "2.00 cores busy" in why and "stole 0.40 cores" in why
+    # the same other load on a machine with 8 spare cores leaves the run alone
+    assert contention(HostLoad(2.0, 0.0, 8.0).as_summary()) == ""
+    assert contention({}) == ""  # nothing recorded (not Linux, or an old result): no verdict
