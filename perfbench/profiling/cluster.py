@@ -100,3 +100,13 @@ def link_pairs(matrix: pd.DataFrame) -> pd.DataFrame:
     pairs["bandwidth_gb_s"] = bandwidth_gb_s(pairs["transit_size_mb"], pairs["transit_time_us"])
     pairs["link"] = [f"{s}->{d} ({t})" for s, d, t in zip(pairs["src_rank"], pairs["dst_rank"], pairs["transport"])]
     return pairs
+
+
+def cluster_record(steps: pd.DataFrame) -> dict[str, object]:
+    """What a multi-rank run records in its results: the per-rank means and the slowest rank."""
+    ranks = rank_summary(steps)
+    rank, pct = slowest(ranks, "rank", "step_us")
+    rows = [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+            for row in ranks.to_dict(orient="records")]
+    return {"per_rank": rows, "slowest_rank": None if rank is None else int(rank),
+            "slowest_rank_over_median_pct": pct}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,20 @@ def load_trace(path: Path | str) -> LoadedTrace:
             raise UserError(f"{path}: no trace in this folder; {NOT_A_TRACE}") from None
         return loaded
     return _load_ascend(path)
+
+
+_RANK_FOLDER = re.compile(r"^rank(\d+)$")
+
+
+def rank_folder_events(root: Path | str) -> pd.DataFrame:
+    """The events of every `rank<N>/` trace folder under `root` (one per rank, as a multi-rank run keeps them),
+    each with rank N; an empty table when there is none."""
+    frames = []
+    for folder in sorted(Path(root).iterdir()):
+        match = _RANK_FOLDER.match(folder.name)
+        if match and folder.is_dir():
+            frames.append(load_trace(folder).events.assign(rank=int(match.group(1))))
+    return concat_events(frames)
 
 
 def parse_trace_path(path: Path | str) -> pd.DataFrame:

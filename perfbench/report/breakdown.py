@@ -139,6 +139,18 @@ def _generic_rows(stem: str, tables: TraceTables, toggles: dict[str, str],
     return [Column(k) for k in (*ours, *keys)], rows
 
 
+def _slowest_rank_line(result: RunResult) -> str:
+    """"<run>: slowest rank 1, steps 12.3% longer than the median rank's" for a multi-rank run (per-rank
+    table: per_rank_steps.csv), else ""."""
+    cluster = result.trace.get("cluster") or {}
+    if cluster.get("slowest_rank") is None:
+        return ""
+    pct = float(cluster.get("slowest_rank_over_median_pct") or 0.0)
+    return (f"{result.run_id}: slowest rank {cluster['slowest_rank']}, steps {pct:.2f}% longer than the median "
+            f"rank's ({len(cluster.get('per_rank') or [])} ranks; per-rank compute, communication and wait in "
+            "per_rank_steps.csv).")
+
+
 def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section = Section("Time breakdown")
     ok = [r for r in results if r.status == "ok"]
@@ -157,6 +169,7 @@ def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
         return section
     section.blocks.append(Text("From each run's profiled iteration (separate from the timed ones); the trace "
                                "tables under runs/<run_id>/tables/ hold every op.", note=True))
+    section.blocks += [Text(line) for line in map(_slowest_rank_line, ok) if line]
     toggles = {r.run_id: combo_label(effective_on(r)) for r in ok}
     for stem, label in BREAKDOWNS.items():
         section.blocks += _breakdown_blocks(stem, label, tables, toggles)

@@ -238,6 +238,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                       cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
+    from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
+    from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
     from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
 
     rank = int(os.environ.get("RANK", "0"))
@@ -250,14 +252,23 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         with capture_trace(model.device.type, trace_dir) as capture:
             with model.scopes.enable() if layer_scopes else contextlib.nullcontext():
                 run_iteration(model, ids, seq_lens, cache, workload.output_len, annotate=True)
+        multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if multi_rank:
+            torch.distributed.barrier()  # every rank's trace is written before rank 0 reads them all
         if rank != 0:
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
         tables = write_tables(events, run_dir / "tables")
         counts = op_counts_per_decode_step(events)
         total = counts.pop(ALL_OPS, None)
-        return {"dir": str(trace_dir.relative_to(run_dir)), "tables": [str(p.relative_to(run_dir)) for p in tables],
-                "decode_ops_per_step": total, "op_counts_per_decode_step": counts,
-                "layer_scopes": layer_scopes}
+        record: dict[str, object] = {"dir": str(trace_dir.relative_to(run_dir)), "decode_ops_per_step": total,
+                                     "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
+        if multi_rank:
+            steps = per_rank_steps(rank_folder_events(run_dir / "trace"))
+            tables.append(run_dir / "tables" / "per_rank_steps.csv")
+            steps.to_csv(tables[-1], index=False, float_format="%.3f")
+            record["cluster"] = cluster_record(steps)
+        record["tables"] = [str(p.relative_to(run_dir)) for p in tables]
+        return record
     except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
         return {"error": traceback.format_exc(limit=3)}
