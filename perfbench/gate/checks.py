@@ -21,6 +21,7 @@ from perfbench.gate.rules import (
     Selector,
     TimingRule,
     TogglesRule,
+    TracePlanRule,
 )
 from perfbench.results import RunResult
 from perfbench.run.host_load import contention
@@ -283,6 +284,20 @@ def check_numerics(rule: NumericsRule, cur: RunResult) -> CheckResult:
     if problems:
         return CheckResult(FAIL, "numerics", rule.name, cur.run_id, "; ".join(problems), details)
     return CheckResult(PASS, "numerics", rule.name, cur.run_id, ", ".join(facts), details)
+
+
+def check_trace_plan(rule: TracePlanRule, cur: RunResult) -> CheckResult:
+    """The run's profiled trace matched its effective plan (recorded by the worker as `trace.plan_check`)."""
+    checks = (cur.trace or {}).get("plan_check")
+    if not checks:
+        return CheckResult(SKIP, "trace_plan", rule.name, cur.run_id, "no trace checked against the plan")
+    broken = [c["line"] for c in checks if c.get("ok") is False]
+    checked = sum(c.get("ok") is True for c in checks)
+    details = {"plan_check": checks}
+    if broken:
+        return CheckResult(FAIL, "trace_plan", rule.name, cur.run_id, "; ".join(broken), details)
+    return CheckResult(PASS, "trace_plan", rule.name, cur.run_id,
+                       f"{checked} toggle(s) match their trace signature", details)
 
 
 def _selector_toggles(rule: RatioRule) -> set[str]:

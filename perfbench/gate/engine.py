@@ -42,6 +42,7 @@ from perfbench.gate.checks import (
     check_ratio_pair,
     check_timing,
     check_toggles,
+    check_trace_plan,
     mann_whitney_p,
     ratio_pairs,
     run_field,
@@ -273,6 +274,10 @@ def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) ->
             checks += [check_op_count(rule, b, c) for b, c in pairs if selects(c, rule.where)]
         elif rule.kind == "numerics":
             checks += [check_numerics(rule, c) for c in current_ok if selects(c, rule.where)]
+        elif rule.kind == "trace_plan":
+            # runs made without profiling have no trace to check: nothing to say about them
+            checks += [check_trace_plan(rule, c) for c in current_ok
+                       if selects(c, rule.where) and c.trace.get("plan_check")]
         else:
             checks += _ratio_checks(rule, list(current.runs.values()))
     return report

@@ -170,6 +170,8 @@ def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section.blocks.append(Text("From each run's profiled iteration (separate from the timed ones); the trace "
                                "tables under runs/<run_id>/tables/ hold every op.", note=True))
     section.blocks += [Text(line) for line in map(_slowest_rank_line, ok) if line]
+    section.blocks += [Text(f"{r.run_id}: trace vs plan: {line}") for r in ok
+                       for line in r.trace.get("plan_mismatches") or []]
     toggles = {r.run_id: combo_label(effective_on(r)) for r in ok}
     for stem, label in BREAKDOWNS.items():
         section.blocks += _breakdown_blocks(stem, label, tables, toggles)

@@ -240,6 +240,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
     from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
     from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
+    from perfbench.profiling.plan_check import check_plan, mismatches  # noqa: PLC0415
     from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
 
     rank = int(os.environ.get("RANK", "0"))
@@ -263,6 +264,9 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         total = counts.pop(ALL_OPS, None)
         record: dict[str, object] = {"dir": str(trace_dir.relative_to(run_dir)), "decode_ops_per_step": total,
                                      "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
+        checks = check_plan(events, model.plan.effective(), model.device.type)
+        record["plan_check"] = [c.to_dict() for c in checks]
+        record["plan_mismatches"] = mismatches(checks)
         if multi_rank:
             steps = per_rank_steps(rank_folder_events(run_dir / "trace"))
             tables.append(run_dir / "tables" / "per_rank_steps.csv")

@@ -151,6 +151,8 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult]) -> list[Ru
              f"failures {failures})")
         if result.status != "ok" and result.error:
             _say(f"    {result.error.strip().splitlines()[-1][:200]}")
+        for line in (result.trace or {}).get("plan_mismatches") or []:
+            _say(f"    trace vs plan: {line}")
     ids = {p.spec.run_id for p in sweep.runs}
     return [r for r in results if r.run_id in ids]
 
