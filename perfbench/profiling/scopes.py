@@ -191,12 +191,19 @@ class StepWindows(NamedTuple):
     def fill(self, scopes: list[Scope], times_ns: np.ndarray) -> list[Scope]:
         """`scopes` with the step of its window set where a scope has none (device work launched from a
         thread that has no `ProfilerStep#N` range of its own, e.g. the autograd or DDP thread)."""
+        if not self.steps:
+            return scopes
         missing = [i for i, s in enumerate(scopes) if s.step is None]
-        if not missing or not self.steps:
+        if not missing:
             return scopes
         found = self.step_at(np.asarray(times_ns, dtype=np.int64)[missing])
         out = list(scopes)
+        filled: dict[tuple[Scope, int], Scope] = {}  # a trace repeats a few hundred scopes
         for i, step in zip(missing, found):
             if step is not None:
-                out[i] = out[i]._replace(step=step)
+                key = (out[i], step)
+                scope = filled.get(key)
+                if scope is None:
+                    scope = filled[key] = out[i]._replace(step=step)
+                out[i] = scope
         return out

@@ -230,6 +230,21 @@ def test_op_count_growth_fails(tmp_path: Path) -> None:
     assert "SKIP op_count run=r1: no decode op count in the baseline" in no_trace.output
 
 
+def test_trace_plan_rule_fails_a_run_whose_trace_contradicts_its_plan() -> None:
+    mismatch = "graph_mode on, but 2,470 eager aten ops per decode step (expected at most 200)"
+    broken, fine, unprofiled = make_run("r1"), make_run("r2"), make_run("r3")
+    broken.trace["plan_check"] = [{"toggle": "graph_mode", "state": "on", "ok": False, "line": mismatch},
+                                  {"toggle": "fused_rmsnorm", "state": "on", "ok": True, "line": "ok"}]
+    fine.trace["plan_check"] = [{"toggle": "graph_mode", "state": "on", "ok": True, "line": "ok"}]
+    rules = parse_rules({"rules": [{"kind": "trace_plan"}]}, "test")
+
+    report = evaluate(in_memory([broken, fine, unprofiled]), in_memory([broken, fine, unprofiled]), rules)
+
+    lines = [c.line() for c in report.checks if c.kind == "trace_plan"]
+    assert lines == [f"FAIL trace_plan run=r1: {mismatch}",
+                     "PASS trace_plan run=r2: 1 toggle(s) match their trace signature"]
+
+
 @pytest.mark.parametrize("numerics,expected", [
     ({"max_abs_logit_diff": 5e-3, "tokens_match": True}, "max_abs_logit_diff 0.005 > 0.001 (float32)"),
     ({"max_abs_logit_diff": 1e-5, "tokens_match": False}, "generated tokens differ from the reference"),
