@@ -250,7 +250,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
 
     rank = int(os.environ.get("RANK", "0"))
     # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
-    # rank 0 turns its trace into the run's tables
+    # rank 0 turns its trace into the run's tables, and every rank's into per_rank_steps.csv
     trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
     layer_scopes = not model.plan.on("graph_mode")
