@@ -80,7 +80,8 @@ def load_trace(path: Path | str) -> LoadedTrace:
 
     A .json/.json.gz file is a chrome trace (Kineto, or torch_npu trace_view.json); a kernel_details.csv is
     read with its folder; a folder is an Ascend profiler folder (one rank or several) or else a folder of
-    chrome trace files (one per rank, e.g. tensorboard_trace_handler output).
+    chrome trace files (one per rank, e.g. tensorboard_trace_handler output), or a multi-rank run's trace
+    folder with one `rank<N>/` folder per rank.
     """
     path = Path(path)
     if not path.exists():
@@ -95,6 +96,9 @@ def load_trace(path: Path | str) -> LoadedTrace:
         find_rank_folders(path)
     except UserError:
         loaded = _load_chrome_folder(path)
+        if loaded is None and any(_RANK_FOLDER.match(p.name) for p in path.iterdir() if p.is_dir()):
+            events = rank_folder_events(path)  # a multi-rank run's trace/ folder: rank0/, rank1/, ...
+            loaded = LoadedTrace(path, "chrome", events, ranks=sorted(int(r) for r in events["rank"].unique()))
         if loaded is None:
             raise UserError(f"{path}: no trace in this folder; {NOT_A_TRACE}") from None
         return loaded
