@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfbench.profiling.events import events_from_columns
-from perfbench.profiling.host_bound import host_bound
+from perfbench.profiling.host_bound import _union_by_group, host_bound
+from perfbench.profiling.tables import union_us
 
 
 def _step(step: int) -> pd.DataFrame:
@@ -41,3 +45,16 @@ def test_device_busy_and_free_and_host_time_per_launch():
 def test_no_decode_steps_gives_an_empty_table():
     prefill = _step(0).assign(phase="prefill")
     assert host_bound(prefill).empty
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.integers(0, 10)), min_size=1, max_size=40))
+def test_union_per_group_equals_the_union_of_each_group(intervals):
+    group = np.array([g for g, _, _ in intervals])
+    start = np.array([s for _, s, _ in intervals], dtype=float)
+    end = start + np.array([d for _, _, d in intervals], dtype=float)
+
+    unions = _union_by_group(group, start, end)
+
+    for g in np.unique(group):
+        assert unions[g] == union_us(start[group == g], end[group == g])
