@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfbench.analysis.attribution import combo_label, effective_on
+from perfbench.analysis.attribution import combo_label
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Section, Text
 from perfbench.report.table import Column, Table
@@ -177,7 +177,7 @@ def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section.blocks += [Text(line) for line in map(_slowest_rank_line, ok) if line]
     section.blocks += [Text(f"{r.run_id}: trace vs plan: {line}") for r in ok
                        for line in r.trace.get("plan_mismatches") or []]
-    toggles = {r.run_id: combo_label(effective_on(r)) for r in ok}
+    toggles = {r.run_id: combo_label(r.effective_on()) for r in ok}
     for stem, label in BREAKDOWNS.items():
         section.blocks += _breakdown_blocks(stem, label, tables, toggles)
     for stem in tables.stems:
