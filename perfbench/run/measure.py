@@ -280,7 +280,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                                      "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
         if roofline_error:
             record["roofline_error"] = roofline_error
-        checks = check_plan(events, model.plan.effective(), model.device.type)
+        states = {name: decision.state for name, decision in model.plan.decisions.items()}
+        checks = check_plan(events, states, model.device.type)
         record["plan_check"] = [c.to_dict() for c in checks]
         record["plan_mismatches"] = mismatches(checks)
         if multi_rank:
