@@ -31,6 +31,7 @@ def test_expert_parallel_scenario_runs_under_torchrun(tmp_path):
         assert set(steps["rank"]) == {0, 1}
         mean_step = steps.dropna(subset=["step"]).groupby("rank")["step_us"].mean()
         assert r["trace"]["cluster"]["slowest_rank"] == mean_step.idxmax()
+        assert r["trace"]["plan_check"] and r["trace"]["plan_mismatches"] == []
     report = build_report(out).read_text()
     assert "slowest rank" in report and "per_rank_steps.csv" in report
     fused = next(r for r in results if r["plan"]["moe_dispatch_combine"]["state"] == "on")
