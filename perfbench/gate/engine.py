@@ -31,6 +31,7 @@ import click
 
 from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
+from perfbench.analysis.rounds import merge_rounds
 from perfbench.errors import UserError
 from perfbench.gate.checks import (
     FAIL,
@@ -250,7 +251,7 @@ def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) ->
         elif rule.kind == "numerics":
             checks += [check_numerics(rule, c) for c in current_ok if selects(c, rule.where)]
         else:
-            checks += _ratio_checks(rule, list(current.runs.values()))
+            checks += _ratio_checks(rule, merge_rounds(list(current.runs.values())))
     return report
 
 

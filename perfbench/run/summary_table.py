@@ -1,0 +1,84 @@
+"""What a sweep means, printed at the end of `perfbench run`: one line per combination (named by its toggles),
+TTFT and TPOT medians with their 95 % CIs, the speed-up against the baseline, and the stability verdict;
+then the warnings (unstable runs with their reasons, failures)."""
+
+from __future__ import annotations
+
+from perfbench.analysis import stats
+from perfbench.analysis.rounds import merge_rounds, round_samples
+from perfbench.results import RunResult
+
+CI_LEVEL = 0.95
+
+
+def plan_label(result: RunResult) -> str:
+    """The combination by its effective toggle names: "all off", or "chunk_gdr+grouped_moe"."""
+    return "+".join(sorted(result.ran_on())) or "all off"
+
+
+def baseline_of(results: list[RunResult]) -> RunResult | None:
+    """The all-off run (the fewest toggles on among ok runs of the first shape)."""
+    ok = [r for r in results if r.status == "ok"]
+    return min(ok, key=lambda r: len(r.ran_on())) if ok else None
+
+
+def median_with_ci(result: RunResult, key: str) -> tuple[float, float, float] | None:
+    """(median, ci_low, ci_high) over the unit samples: round medians with several rounds, else iterations."""
+    values = round_samples(result, key) or result.finite_samples(key)
+    if len(values) < 2:
+        return None
+    lo, hi = stats.bootstrap_ci(values, level=CI_LEVEL, n_boot=1000)
+    return stats.median(values), lo, hi
+
+
+def _fmt(triple: tuple[float, float, float] | None) -> str:
+    if triple is None:
+        return "-"
+    mid, lo, hi = triple
+    return f"{mid:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def speedup_text(base: RunResult, result: RunResult, key: str) -> str:
+    """baseline median / this median with its bootstrap CI: > 1 is faster than the baseline."""
+    a = round_samples(base, key) or base.finite_samples(key)
+    b = round_samples(result, key) or result.finite_samples(key)
+    if len(a) < 2 or len(b) < 2:
+        return "-"
+    ratio, lo, hi = stats.ratio_ci(b, a, level=CI_LEVEL, n_boot=1000)  # median(a) / median(b)
+    return f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}]"
+
+
+def warnings(results: list[RunResult]) -> list[str]:
+    out = []
+    for r in results:
+        if r.status != "ok":
+            out.append(f"{r.run_id} ({plan_label(r)}): {r.status}")
+        elif r.is_stable() is False:
+            out.append(f"{r.run_id} ({plan_label(r)}): unstable: {r.stability.get('reason')}")
+    return out
+
+
+def summary_table(results: list[RunResult]) -> str:
+    merged = merge_rounds(results)
+    base = baseline_of(merged)
+    header = ("plan", f"TTFT ms [{CI_LEVEL:.0%} CI]", "TTFT speed-up", f"TPOT ms [{CI_LEVEL:.0%} CI]",
+              "TPOT speed-up", "stable")
+    rows = []
+    for r in merged:
+        if r.status != "ok":
+            rows.append((plan_label(r), r.status, "", "", "", ""))
+            continue
+        stable = {True: "yes", False: "NO", None: "?"}[r.is_stable()]
+        rows.append((plan_label(r), _fmt(median_with_ci(r, "ttft_ms")),
+                     speedup_text(base, r, "ttft_ms") if base is not None else "-",
+                     _fmt(median_with_ci(r, "tpot_ms")),
+                     speedup_text(base, r, "tpot_ms") if base is not None else "-", stable))
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in (header, *rows)]
+    if base is not None:
+        lines.append(f"speed-up: baseline ({plan_label(base)}) median / this median; > 1 is faster")
+    warn = warnings(merged)
+    if warn:
+        lines.append(f"WARNING: {len(warn)} of {len(merged)} combinations cannot be trusted:")
+        lines += [f"  {w}" for w in warn]
+    return "\n".join(lines)
