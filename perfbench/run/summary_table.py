@@ -5,7 +5,8 @@ then the warnings (unstable runs with their reasons, failures)."""
 from __future__ import annotations
 
 from perfbench.analysis import stats
-from perfbench.analysis.rounds import merge_rounds, round_samples
+from perfbench.analysis.rounds import by_combination, merge_rounds, round_samples
+from perfbench.analysis.speedup import Speedup, speedup
 from perfbench.results import RunResult
 
 CI_LEVEL = 0.95
@@ -38,14 +39,19 @@ def _fmt(triple: tuple[float, float, float] | None) -> str:
     return f"{mid:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
-def speedup_text(base: RunResult, result: RunResult, key: str) -> str:
-    """baseline median / this median with its bootstrap CI: > 1 is faster than the baseline."""
-    a = round_samples(base, key) or base.finite_samples(key)
-    b = round_samples(result, key) or result.finite_samples(key)
-    if len(a) < 2 or len(b) < 2:
-        return "-"
-    ratio, lo, hi = stats.ratio_ci(b, a, level=CI_LEVEL, n_boot=1000)  # median(a) / median(b)
-    return f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}]"
+def speedups(results: list[RunResult]) -> dict[str, dict[str, Speedup | None]]:
+    """combination id -> {"ttft_ms": ..., "tpot_ms": ...}: speed-up over the baseline, paired by round."""
+    groups = by_combination(results)
+    base = baseline_of(merge_rounds(results))
+    if base is None:
+        return {}
+    base_rounds = groups[base.spec.combination_id]
+    return {cid: {key: speedup(base_rounds, rounds, key) for key in ("ttft_ms", "tpot_ms")}
+            for cid, rounds in groups.items()}
+
+
+def _gain(value: Speedup | None) -> str:
+    return "-" if value is None else value.text()
 
 
 def warnings(results: list[RunResult]) -> list[str]:
@@ -61,6 +67,7 @@ def warnings(results: list[RunResult]) -> list[str]:
 def summary_table(results: list[RunResult]) -> str:
     merged = merge_rounds(results)
     base = baseline_of(merged)
+    gains = speedups(results)
     header = ("plan", f"TTFT ms [{CI_LEVEL:.0%} CI]", "TTFT speed-up", f"TPOT ms [{CI_LEVEL:.0%} CI]",
               "TPOT speed-up", "stable")
     rows = []
@@ -69,14 +76,14 @@ def summary_table(results: list[RunResult]) -> str:
             rows.append((plan_label(r), r.status, "", "", "", ""))
             continue
         stable = {True: "yes", False: "NO", None: "?"}[r.is_stable()]
-        rows.append((plan_label(r), _fmt(median_with_ci(r, "ttft_ms")),
-                     speedup_text(base, r, "ttft_ms") if base is not None else "-",
-                     _fmt(median_with_ci(r, "tpot_ms")),
-                     speedup_text(base, r, "tpot_ms") if base is not None else "-", stable))
+        gain = gains.get(r.spec.combination_id, {})
+        rows.append((plan_label(r), _fmt(median_with_ci(r, "ttft_ms")), _gain(gain.get("ttft_ms")),
+                     _fmt(median_with_ci(r, "tpot_ms")), _gain(gain.get("tpot_ms")), stable))
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in (header, *rows)]
     if base is not None:
-        lines.append(f"speed-up: baseline ({plan_label(base)}) median / this median; > 1 is faster")
+        lines.append(f"speed-up: baseline ({plan_label(base)}) / this, {CI_LEVEL:.0%} CI; > 1 is faster; paired "
+                     "by round when there are several rounds")
     warn = warnings(merged)
     if warn:
         lines.append(f"WARNING: {len(warn)} of {len(merged)} combinations cannot be trusted:")
