@@ -86,7 +86,7 @@ def test_signals_are_read_from_proc_and_sys(tmp_path):
 def _tiny_scenario(tmp_path: Path) -> Path:
     doc = {"perfbench": {"device": "cpu", "model": "tiny", "num_layers": 1,
                          "workload": {"batch_sizes": [1], "input_lens": [8], "output_len": 3},
-                         "measure": {"warmup": 1, "iterations": 40, "profile": False, "numerics_check": False},
+                         "measure": {"warmup": 1, "iterations": 20, "profile": False, "numerics_check": False},
                          "sweep": {"design": "none"}}}
     path = tmp_path / "tiny.yaml"
     path.write_text(json.dumps(doc))
