@@ -20,7 +20,8 @@ class Scopes:
     """Hands layers their annotation context. Disabled: a shared nullcontext (no per-call cost beyond a call)."""
 
     def __init__(self) -> None:
-        self.enabled = False
+        self.enabled = False  # layer and module ranges
+        self.steps_enabled = False  # phase / step ranges of generation
         self._null = contextlib.nullcontext()
 
     def __call__(self, **fields: object) -> contextlib.AbstractContextManager:
@@ -28,10 +29,19 @@ class Scopes:
             return self._null
         return torch.profiler.record_function(scope_name(**fields))
 
+    def step(self, **fields: object) -> contextlib.AbstractContextManager:
+        """A phase / step range: it sits outside a compiled decode graph, so it can be on when layer ranges
+        (which would force a recompile inside the graph) are off."""
+        if not self.steps_enabled:
+            return self._null
+        return torch.profiler.record_function(scope_name(**fields))
+
     @contextlib.contextmanager
-    def enable(self) -> Iterator[None]:
-        previous, self.enabled = self.enabled, True
+    def enable(self, layers: bool = True) -> Iterator[None]:
+        """Phase / step ranges on, and layer / module ranges too unless `layers` is False."""
+        previous = self.enabled, self.steps_enabled
+        self.enabled, self.steps_enabled = layers, True
         try:
             yield
         finally:
-            self.enabled = previous
+            self.enabled, self.steps_enabled = previous

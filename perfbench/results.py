@@ -18,10 +18,13 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from model.toggles import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES, ToggleDecision
 from perfbench.errors import UserError
+
+if TYPE_CHECKING:
+    from model.optimizations import Plan
 
 STATUSES = ("ok", "error", "timeout", "killed")
 
@@ -138,26 +141,17 @@ class RunSpec:
         return cls(**_checked_keys(cls, raw, where))
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What the plan decided for one toggle (model.toggles.ToggleDecision, as recorded)."""
-
-    requested: bool
-    state: str  # on | off | inactive
-    reason: str = ""
-    impl: str = ""
-
-
 @dataclass
 class RunPlan:
-    """The effective plan of a run: toggle -> Decision. Empty when no plan was resolved (a failed run)."""
+    """The effective plan of a run: toggle -> ToggleDecision (state, reason, implementation). Empty when no
+    plan was resolved (a run that failed before building its model)."""
 
-    decisions: dict[str, Decision] = field(default_factory=dict)
+    decisions: dict[str, ToggleDecision] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, plan: Any) -> RunPlan:
-        """From a resolved `model.optimizations.Plan` (anything with `.decisions` of ToggleDecisions)."""
-        return cls({name: Decision(d.requested, d.state, d.reason, d.impl) for name, d in plan.decisions.items()})
+    def of(cls, plan: Plan) -> RunPlan:
+        """The record of a resolved plan."""
+        return cls(dict(plan.decisions))
 
     def __bool__(self) -> bool:
         return bool(self.decisions)
@@ -177,7 +171,7 @@ class RunPlan:
         return {t: d.state for t, d in self.decisions.items()}
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {t: {"name": t, **asdict(d)} for t, d in self.decisions.items()}
+        return {t: asdict(d) for t, d in self.decisions.items()}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], where: str = "plan") -> RunPlan:
@@ -190,8 +184,8 @@ class RunPlan:
             name = entry.get("name", toggle)
             if name != toggle:
                 raise ValueError(f"{where}.{toggle}: name {name!r} differs from its key")
-            decision = {k: v for k, v in entry.items() if k != "name"}
-            decisions[toggle] = Decision(**_checked_keys(Decision, decision, f"{where}.{toggle}"))
+            decision = {"name": toggle, "reason": "", "impl": "", **entry}  # reason / impl: optional detail
+            decisions[toggle] = ToggleDecision(**_checked_keys(ToggleDecision, decision, f"{where}.{toggle}"))
         return cls(decisions)
 
 

@@ -127,7 +127,7 @@ def designs(results: Sequence[RunResult], metric: str) -> list[Design]:
         raise UserError(f"unknown metric `{metric}`; metrics are {', '.join(SUMMARY_KEYS)}")
     grouped: dict[WorkloadShape, dict[frozenset[str], list[RunResult]]] = {}
     for r in results:
-        value = r.summary.get(metric)
+        value = r.metric(metric)
         if r.status != "ok" or value is None or not math.isfinite(value) or value <= 0:
             continue
         grouped.setdefault(r.shape(), {}).setdefault(r.effective_on(), []).append(r)

@@ -67,7 +67,7 @@ class MetricChange:
 
 def _pair_change(metric: str, a: RunResult, b: RunResult,
                  bands: dict[str, float] | None = None) -> MetricChange | None:
-    value_a, value_b = a.summary.get(metric), b.summary.get(metric)
+    value_a, value_b = a.metric(metric), b.metric(metric)
     if value_a is None or value_b is None or value_a <= 0 or value_b <= 0:
         return None
     sample_key = COMPARED[metric]

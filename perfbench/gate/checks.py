@@ -85,8 +85,8 @@ def metric_samples(result: RunResult, metric: Metric, per_round: bool = False) -
 def _tokens(result: RunResult, metric: Metric) -> float:
     """Tokens per latency sample: recovered from the summary (throughput x median latency, exact for ragged
     prompts too), else batch_size x input_len (prefill) or batch_size (decode)."""
-    throughput = result.summary.get(metric.summary_key)
-    latency = result.summary.get(f"{metric.samples}_median")
+    throughput = result.metric(metric.summary_key)
+    latency = result.metric(f"{metric.samples}_median")
     if throughput and latency:
         return float(throughput) * float(latency) / 1000.0
     batch = result.spec.batch_size
@@ -112,8 +112,7 @@ def paired_values(first: RunResult, second: RunResult, metric: Metric) -> tuple[
     if a and b:
         stat = _statistic(metric)
         return float(stat(a)), float(stat(b)), a, b
-    va, vb = first.summary.get(metric.summary_key), second.summary.get(metric.summary_key)
-    return (None if va is None else float(va)), (None if vb is None else float(vb)), None, None
+    return first.metric(metric.summary_key), second.metric(metric.summary_key), None, None
 
 
 def fmt(value: float) -> str:

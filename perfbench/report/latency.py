@@ -24,7 +24,7 @@ def latency_stats(result: RunResult, prefix: str, sample_key: str) -> dict[str, 
     derived = {"median": stats.median, "p90": lambda v: stats.percentile(v, 90),
                "p99": lambda v: stats.percentile(v, 99)}
     for name, estimator in derived.items():
-        value = result.summary.get(f"{prefix}_{name}")
+        value = result.metric(f"{prefix}_{name}")
         out[f"{prefix}_{name}"] = value if value is not None or not samples else estimator(samples)
     if len(samples) >= 2:
         out[f"{prefix}_ci_lo"], out[f"{prefix}_ci_hi"] = stats.bootstrap_ci(samples, level=CI_LEVEL)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from model.toggles import ToggleDecision
 from perfbench.cli import main
 from perfbench.results import (
     SCHEMA_VERSION,
-    Decision,
     RunPlan,
     RunResult,
     RunSpec,
@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 def a_result() -> RunResult:
     spec = RunSpec(run_id="r1", scenario="s", batch_size=2, input_len=64, output_len=4,
                    toggles={"chunk_gdr": True, "mm_all_reduce": True}, parallel={"world_size": 2})
-    plan = RunPlan({"chunk_gdr": Decision(True, "on", "", "chunked"),
-                    "mm_all_reduce": Decision(True, "inactive", "needs attn_tp_size > 1"),
-                    "graph_mode": Decision(False, "off", "not requested")})
+    plan = RunPlan({"chunk_gdr": ToggleDecision("chunk_gdr", True, "on", "", "chunked"),
+                    "mm_all_reduce": ToggleDecision("mm_all_reduce", True, "inactive", "needs attn_tp_size > 1", ""),
+                    "graph_mode": ToggleDecision("graph_mode", False, "off", "not requested", "")})
     return RunResult(run_id="r1", status="ok", spec=spec, plan=plan, samples={"tpot_ms": [1.0, float("inf"), 2.0]},
                      summary={"tpot_ms_median": 1.5})
 
@@ -89,6 +89,7 @@ def test_version_2_per_step_tpot_becomes_per_iteration_means(tmp_path):
     (lambda r: r["spec"].update(batchsize=1), "spec: unknown key 'batchsize'"),
     (lambda r: r["plan"]["chunk_gdr"].update(why="x"), "plan.chunk_gdr: unknown key 'why'"),
     (lambda r: r["plan"]["chunk_gdr"].update(name="graph_mode"), "differs from its key"),
+    (lambda r: r["plan"]["chunk_gdr"].pop("state"), "plan.chunk_gdr: missing key 'state'"),
     (lambda r: r["spec"].pop("scenario"), "spec: missing key 'scenario'"),
 ])
 def test_bad_records_are_refused_naming_the_line_and_key(tmp_path, change, message):
@@ -122,5 +123,5 @@ def test_plan_mismatch_names_the_toggles_that_differ():
     message = spec.plan_mismatch(result.plan)
     assert "mm_all_reduce on -> inactive" in message and "chunk_gdr" not in message
     assert spec.plan_mismatch(RunPlan({**result.plan.decisions,
-                                       "mm_all_reduce": Decision(True, "on")})) == ""
+                                       "mm_all_reduce": ToggleDecision("mm_all_reduce", True, "on", "", "")})) == ""
     assert RunSpec(run_id="r1", scenario="s").plan_mismatch(result.plan) == ""  # nothing expected: unchecked

@@ -404,8 +404,10 @@ def test_folder_without_results_exit_2(tmp_path: Path) -> None:
      "error: gate.yaml: correction: unknown correction 'bonferroni'; allowed: none, holm"),
     ("- kind: toggles", "error: gate.yaml: expected a mapping with a `rules` list"),
     ("rules: [{kind: toggles}\n", "error: gate.yaml: not valid YAML at line "),
+    ("rules:\n  - kind: timing\n    metric: tpot_ms\n    metric: ttft_ms\n",
+     "error: gate.yaml: rules[0].metric: duplicate key (lines 3 and 4); keep one"),
 ], ids=["unknown-metric", "wrong-type", "missing-key", "ratio-bound", "unknown-key", "unknown-kind",
-        "unknown-field", "bad-state", "alpha-range", "empty", "correction", "not-mapping", "syntax"])
+        "unknown-field", "bad-state", "alpha-range", "empty", "correction", "not-mapping", "syntax", "duplicate"])
 def test_malformed_rules_exit_2(tmp_path: Path, text: str, expected: str) -> None:
     run = folder(tmp_path, "r", [make_run("r1")])
     result = gate("--baseline", str(run), "--current", str(run), "--rules", str(write_rules(tmp_path, text)))

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from model.toggles import ToggleDecision
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.report import build_report
 from perfbench.report.page import SCRIPT
 from perfbench.report.table import format_number
-from perfbench.results import Decision, load_results, write_results
+from perfbench.results import load_results, write_results
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
@@ -165,8 +166,8 @@ def test_one_at_a_time_design_says_why_there_are_no_shapley_values(tmp_path, mak
 def test_plan_matrix_colours_states_and_gives_reasons(tmp_path, make_folder, planted):
     folder = make_folder(tmp_path, failed=False, drop=planted.run_ids[2:])
     results = load_results(folder)
-    results[0].plan.decisions["mm_all_reduce"] = Decision(requested=True, state="inactive",
-                                                          reason="needs attn_tp_size > 1")
+    results[0].plan.decisions["mm_all_reduce"] = ToggleDecision("mm_all_reduce", requested=True, state="inactive",
+                                                                reason="needs attn_tp_size > 1", impl="")
     write_results(folder, results)
     text = build_report(folder).read_text()
     assert 'class="mark mark-inactive" title="needs attn_tp_size &gt; 1">inactive</td>' in text
