@@ -38,6 +38,14 @@ class Speedup:
         return f"{self.value:.2f}x [{self.low:.2f}, {self.high:.2f}] {self.verdict}"
 
 
+def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """Geometric mean of per-round ratios with a Student-t interval on their logarithms (two or more)."""
+    logs = np.log(ratios)
+    mean = float(logs.mean())
+    half = float(scipy_stats.t.ppf((1 + level) / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs)))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def _per_round_ratios(base_rounds: list[RunResult], rounds: list[RunResult], key: str) -> list[float]:
     by_round = {r.spec.round: r for r in base_rounds if r.status == "ok"}
     ratios = []
@@ -59,11 +67,7 @@ def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
     if len(rounds) >= 2 and len(base_rounds) >= 2:
         ratios = _per_round_ratios(base_rounds, rounds, key)
         if len(ratios) >= 2:
-            logs = np.log(ratios)
-            mean = float(logs.mean())
-            half = float(scipy_stats.t.ppf((1 + CI_LEVEL) / 2, len(logs) - 1) * logs.std(ddof=1)
-                         / math.sqrt(len(logs)))
-            value, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+            value, low, high = paired_ratio_ci(ratios)
             return Speedup(value, low, high, "rounds", _verdict(low, high, unstable, False), len(ratios))
     base = next((r for r in base_rounds if r.status == "ok"), None)
     cur = next((r for r in rounds if r.status == "ok"), None)

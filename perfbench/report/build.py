@@ -14,8 +14,10 @@ from perfbench.results import RunResult, load_folder
 
 
 def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
+    # the trace of one round per combination is enough: the profiled iteration is not a timed one
+    first_round = [r for r in results if r.spec.round <= 1]
     return [headline_section(results), environment_section(folder, results), plan_section(results),
-            latency_section(results), ablation_section(results), breakdown_section(folder, results),
+            latency_section(results), ablation_section(results), breakdown_section(folder, first_round),
             numerics_section(results), failures_section(results)]
 
 

@@ -102,3 +102,22 @@ def test_band_parsing_names_what_is_wrong():
                      ("tpot_ms_median=2", r"in \[0, 1\)")):
         with pytest.raises(ValueError, match=why):
             noise_band.parse_band(bad)
+
+
+def test_ablation_effects_pair_rounds():
+    from perfbench.analysis.attribution import designs, marginal_effects
+
+    def run(combo: str, on: dict[str, bool], k: int, tpot: float) -> RunResult:
+        r = _result(combo, k, 3, [1.0] * 3, [tpot] * 3)
+        r.spec.toggles = on
+        r.plan = RunPlan.from_dict({"chunk_gdr": {"requested": bool(on), "state": "on" if on else "off"}})
+        return r
+
+    # per-round speed-ups of chunk_gdr: 20/10 = 2.0, 30/12 = 2.5, 22/11 = 2.0 (round 2 was slow for both)
+    results = [run("base", {}, k, t) for k, t in ((1, 20.0), (2, 30.0), (3, 22.0))]
+    results += [run("gdr", {"chunk_gdr": True}, k, t) for k, t in ((1, 10.0), (2, 12.0), (3, 11.0))]
+    (design,) = designs(results, "tpot_ms_median")
+    (effect,) = marginal_effects(design)
+    expected = speedup([r for r in results if r.run_id.startswith("base")],
+                       [r for r in results if r.run_id.startswith("gdr")], "tpot_ms")
+    assert (effect.ci_low, effect.ci_high) == (pytest.approx(expected.low), pytest.approx(expected.high))
