@@ -107,7 +107,8 @@ class SweepPlan:
             f"{first.dtype if first else pb.dtype}, model {pb.model}{layers}, "
             f"world_size {sc.parallel_config.world_size}, exe_mode {sc.model_config.exe_mode}",
             f"design {pb.sweep.design}" + (f" over {', '.join(pb.sweep.varied())}"
-                                           if pb.sweep.design not in ("none", "explicit") else ""),
+                                           if pb.sweep.design not in ("none", "explicit") else "")
+            + (f", {pb.sweep.rounds} interleaved rounds (seeded order per round)" if pb.sweep.rounds > 1 else ""),
         ]
         if not self.device_present:
             lines.append(f"note: no {first.device if first else pb.device} here; plans show this machine's "

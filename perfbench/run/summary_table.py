@@ -64,6 +64,18 @@ def warnings(results: list[RunResult]) -> list[str]:
     return out
 
 
+def compile_summary(results: list[RunResult]) -> str:
+    """Graph compile time of runs that found the sweep's compile cache cold vs warm ("" when none compiled)."""
+    groups: dict[str, list[float]] = {"cold": [], "warm": []}
+    for r in results:
+        seconds, warm = r.metric("compile_s"), r.metric("compile_cache_warm")
+        if r.status == "ok" and seconds is not None and warm is not None:
+            groups["warm" if warm else "cold"].append(seconds)
+    parts = [f"{state} cache: median {stats.median(v):.1f} s over {len(v)} run{'s' * (len(v) != 1)}"
+             for state, v in groups.items() if v]
+    return f"graph compile: {'; '.join(parts)}" if parts else ""
+
+
 def summary_table(results: list[RunResult]) -> str:
     merged = merge_rounds(results)
     base = baseline_of(merged)
@@ -84,6 +96,9 @@ def summary_table(results: list[RunResult]) -> str:
     if base is not None:
         lines.append(f"speed-up: baseline ({plan_label(base)}) / this, {CI_LEVEL:.0%} CI; > 1 is faster; paired "
                      "by round when there are several rounds")
+    compile_line = compile_summary(results)
+    if compile_line:
+        lines.append(compile_line)
     warn = warnings(merged)
     if warn:
         lines.append(f"WARNING: {len(warn)} of {len(merged)} combinations cannot be trusted:")
