@@ -206,7 +206,8 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         torch.cuda.reset_peak_memory_stats()
     cache_dir = compile_cache_dir(spec, run_dir)
     inductor_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    cache_warm = any(Path(inductor_dir).iterdir()) if inductor_dir and Path(inductor_dir).is_dir() else None
+    # the sweep's inductor cache (set by the runner): warm when an earlier run of the sweep filled it
+    cache_warm = (Path(inductor_dir).is_dir() and any(Path(inductor_dir).iterdir())) if inductor_dir else None
     if cache_dir is not None and cache_dir.is_dir():
         cache_warm = any(cache_dir.iterdir())
     model = build_model(spec, caps, spec.toggles, cache_dir)
