@@ -64,7 +64,7 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
             per_key.setdefault(ident[0], []).append(ident)
         rows = []
         for key, idents in per_key.items():
-            if len(idents) > 2 and len(idents) == len(results):
+            if len(idents) > 1 and len(idents) == len(results):
                 shown = sorted(str(values[i]) for i in idents)
                 rows.append({"key": key, "value": f"{shown[0]} .. {shown[-1]} ({len(idents)} values)",
                              "runs": len(idents)})
