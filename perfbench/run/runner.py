@@ -200,5 +200,8 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
     print(summary_table(results))
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "error", "timeout", "killed")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "ok")
+    unstable = sum(r.is_stable() is False for r in results)
+    if unstable:
+        tally += f" ({unstable} unstable: see the warnings above)"
     print(f"{len(results)} run{'s' * (len(results) != 1)}: {tally}; results in {out}/results.jsonl")
     return 0 if results and counts["ok"] == len(results) else 1

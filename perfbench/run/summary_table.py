@@ -89,8 +89,10 @@ def summary_table(results: list[RunResult]) -> str:
             continue
         stable = {True: "yes", False: "NO", None: "?"}[r.is_stable()]
         gain = gains.get(r.spec.combination_id, {})
-        rows.append((plan_label(r), _fmt(median_with_ci(r, "ttft_ms")), _gain(gain.get("ttft_ms")),
-                     _fmt(median_with_ci(r, "tpot_ms")), _gain(gain.get("tpot_ms")), stable))
+        is_base = base is not None and r.spec.combination_id == base.spec.combination_id
+        rows.append((plan_label(r), _fmt(median_with_ci(r, "ttft_ms")),
+                     "baseline" if is_base else _gain(gain.get("ttft_ms")), _fmt(median_with_ci(r, "tpot_ms")),
+                     "baseline" if is_base else _gain(gain.get("tpot_ms")), stable))
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in (header, *rows)]
     if base is not None:

@@ -21,7 +21,7 @@ def test_table_names_plans_by_toggles_and_warns_about_unstable_runs():
     assert lines[0].split()[0] == "plan"
     base = next(line for line in lines if line.startswith("all off"))
     gdr = next(line for line in lines if line.startswith("chunk_gdr"))
-    assert "100.00 [" in base and "yes" in base
+    assert "100.00 [" in base and "yes" in base and "baseline" in base
     assert "2.00x" in gdr and "NO" in gdr and "unstable" in gdr
     assert "WARNING: 1 of 2 combinations cannot be trusted:" in text
     assert "b (chunk_gdr): unstable: other processes kept 1.50 cores" in text
