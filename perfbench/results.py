@@ -5,6 +5,7 @@ A result folder holds
   results.csv     one row per run (`CSV_COLUMNS` + req./eff. toggle columns)
   runs/<run_id>/  result.json, worker.log, trace/ (profiler output), tables/*.csv (parsed trace tables)
   scenario.json   the validated scenario the runs came from
+  compile_cache/  the sweep's shared compile cache (inductor; per combination on NPU)
 
 Every record carries `schema_version` (SCHEMA_VERSION): older records are migrated on load, newer ones and
 unknown keys are refused, so a committed baseline cannot drift without a clear error.
