@@ -31,6 +31,7 @@ import click
 
 from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
+from perfbench.analysis.rounds import merge_rounds
 from perfbench.errors import UserError
 from perfbench.gate.checks import (
     FAIL,
@@ -255,7 +256,7 @@ def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) ->
             checks += [check_trace_plan(rule, c) for c in current_ok
                        if selects(c, rule.where) and c.trace.get("plan_check")]
         else:
-            checks += _ratio_checks(rule, list(current.runs.values()))
+            checks += _ratio_checks(rule, merge_rounds(list(current.runs.values())))
     return report
 
 

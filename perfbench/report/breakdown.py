@@ -111,7 +111,11 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
     runs = list(dict.fromkeys(run_id for run_id, _ in values))
     title = f"Time by {label.replace('_', ' ')}"
     in_ms = {k: v / 1000.0 for k, v in values.items()}
-    blocks.append(Figure(plots.stacked_bars(runs, order, in_ms, "ms in the profiled iteration", title),
+    # bars named by the plan's toggles; the run id only where two runs share a plan (other shapes)
+    names = [toggles[r] for r in runs]
+    names = [f"{n} ({r})" if names.count(n) > 1 else n for n, r in zip(names, runs)]
+    by_name = {(dict(zip(runs, names))[r], key): v for (r, key), v in in_ms.items()}
+    blocks.append(Figure(plots.stacked_bars(names, order, by_name, "ms in the profiled iteration", title),
                          f"{title} per run (stacked)"))
     rows = []
     for run_id in runs:

@@ -522,3 +522,24 @@ def test_baseline_save_bad_input(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="not a folder"):
         save_baseline(source, tmp_path / "file")
+
+
+def test_a_run_judged_unstable_makes_timing_inconclusive() -> None:
+    rng = np.random.default_rng(11)
+    base = make_run("r", tpot=noisy(rng, 5.0, 20, outlier_rate=0.0), ttft=noisy(rng, 40.0, 20, outlier_rate=0.0))
+    cur = make_run("r", tpot=[v * 1.5 for v in noisy(rng, 5.0, 20, outlier_rate=0.0)], ttft=base.samples["ttft_ms"])
+    assert evaluate(in_memory([base]), in_memory([cur]), default_rules()).exit_code == 1
+    cur.stability = {"stable": False, "reason": "load average of other work 3.00 above the 1 spare CPUs"}
+    report = evaluate(in_memory([base]), in_memory([cur]), default_rules())
+    line = next(c.line() for c in report.checks if c.name == "tpot_ms")
+    assert report.exit_code == 3 and line.startswith("INCONCLUSIVE") and "unstable (load average" in line
+
+
+def test_one_round_slowdown_inside_the_run_to_run_band_is_inconclusive() -> None:
+    # 7 % slower on tight samples: beyond a 5 % threshold and significant, but inside the 8 % TPOT band
+    base = make_run("r", tpot=[5.0 + 0.01 * i for i in range(20)], ttft=[40.0 + 0.1 * i for i in range(20)])
+    cur = make_run("r", tpot=[(5.0 + 0.01 * i) * 1.07 for i in range(20)], ttft=base.samples["ttft_ms"])
+    rules = parse_rules({"rules": [{"kind": "timing", "metric": "tpot_ms", "threshold": 0.05}]}, "t.yaml")
+    line = next(c.line() for c in evaluate(in_memory([base]), in_memory([cur]), rules).checks
+                if c.kind == "timing")
+    assert line.startswith("INCONCLUSIVE") and "inside the run-to-run band" in line
