@@ -36,6 +36,7 @@ from model.tracing import scope_name
 from perfbench.analysis import stats
 from perfbench.results import RunResult, RunSpec
 from perfbench.run import host_load
+from perfbench.run.cluster import is_result_writer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -242,7 +243,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
 
     rank = int(os.environ.get("RANK", "0"))
     # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
-    # rank 0 turns its trace into the run's tables
+    # the result's writer (local rank 0 of node 0) turns its trace into the run's tables
     trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
     layer_scopes = not model.plan.on("graph_mode")
@@ -250,7 +251,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         with capture_trace(model.device.type, trace_dir) as capture:
             with model.scopes.enable() if layer_scopes else contextlib.nullcontext():
                 run_iteration(model, ids, seq_lens, cache, workload.output_len, annotate=True)
-        if rank != 0:
+        if not is_result_writer():
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
         tables = write_tables(events, run_dir / "tables")
