@@ -127,7 +127,7 @@ def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload, cach
     logits = _decode_reference(spec, caps, workload)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # runs in parallel (ray executor) may race here
         save_file({"logits": logits.contiguous()}, str(tmp))
         tmp.replace(path)
     return logits

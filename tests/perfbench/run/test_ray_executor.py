@@ -152,3 +152,23 @@ def test_killed_ray_driver_resumes_with_the_same_run_ids(ray_address, tmp_path):
     assert sorted(ids) == planned and len(ids) == 3
     after = {r.run_id: r.to_dict() for r in load_results(out)}
     assert all(after[i] == before[i] for i in before), "finished runs were not redone"
+
+
+@pytest.mark.slow
+def test_two_node_run_gets_a_spread_placement_group(ray_address, tmp_path):
+    doc = json.loads(sweep_scenario(tmp_path, [{}], timeout_s=240, name="ray_two_nodes").read_text())
+    doc["parallel_config"] = {"world_size": 2, "attn_tp_size": 2, "moe_tp_size": 2, "embed_tp_size": 2,
+                              "lmhead_tp_size": 2}
+    doc["perfbench"]["cluster"] = {"nnodes": 2}  # one rank per simulated node; Ray picks the rendezvous
+    path = tmp_path / "two_nodes.yaml"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    assert run_scenario(str(path), str(out), [], dry_run=False, resume=False, report=False, executor="ray",
+                        address=ray_address) == 0
+    (result,) = load_results(out)
+    assert result.status == "ok" and result.numerics["tokens_match"] is True
+    recorded = result.env["env"]
+    assert recorded["WORLD_SIZE"] == "2" and recorded["GROUP_WORLD_SIZE"] == "2" and recorded["LOCAL_WORLD_SIZE"] == "1"
+    assert recorded["PERFBENCH_NODE_RANK"] == "0" and result.env["executor"] == "ray"
+    share = json.loads((out / "runs" / result.run_id / "node1.json").read_text())
+    assert share["returncode"] == 0
