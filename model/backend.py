@@ -17,7 +17,7 @@ import torch
 
 DEVICES = ("cpu", "cuda", "npu")
 
-# torch_npu ops each toggle calls (../shared/docs/npu_ops.md); a torch_npu build lacking one makes that toggle inactive.
+# torch_npu ops each toggle calls (docs/npu_ops.md); a torch_npu build lacking one makes that toggle inactive.
 NPU_OPS = (
     "npu_rotary_mul", "npu_rms_norm", "npu_add_rms_norm", "npu_fused_infer_attention_score",
     "npu_fused_infer_attention_score_v2", "npu_chunk_gated_delta_rule", "npu_recurrent_gated_delta_rule",

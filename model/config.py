@@ -185,7 +185,7 @@ class Qwen3_5MoeTextConfig:
     # ---- presets -------------------------------------------------------------------------------
     @classmethod
     def tiny(cls) -> Qwen3_5MoeTextConfig:
-        """17.6M params: the CPU peer model of ../shared/docs/model_hf.md section 4."""
+        """17.6M params: the CPU peer model of docs/model_hf.md section 4."""
         return cls(vocab_size=4096, hidden_size=256, num_hidden_layers=8, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=64, rope_theta=1e7, partial_rotary_factor=0.25,
                    mrope_section=[3, 3, 2], linear_num_key_heads=4, linear_key_head_dim=32,
@@ -206,11 +206,29 @@ class Qwen3_5MoeTextConfig:
         """The published Qwen3.5-35B-A3B text model (rope_theta 1e7 as the released checkpoint)."""
         return cls(rope_theta=1e7)
 
+    @classmethod
+    def qwen3_5_122b_a10b(cls) -> Qwen3_5MoeTextConfig:
+        """Qwen3.5-122B-A10B text model as public configs give it (48 layers, 1 in 4 full attention, 256
+        experts top-8); for cost estimates without the checkpoint (its config.json is authoritative)."""
+        return cls(hidden_size=3072, num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=2,
+                   linear_num_value_heads=64, moe_intermediate_size=1024, shared_expert_intermediate_size=1024,
+                   rope_theta=1e7)
+
+    @classmethod
+    def qwen3_5_397b_a17b(cls) -> Qwen3_5MoeTextConfig:
+        """Qwen3.5-397B-A17B text model as public configs give it (60 layers, 512 experts top-10); for cost
+        estimates without the checkpoint (its config.json is authoritative)."""
+        return cls(hidden_size=4096, num_hidden_layers=60, num_attention_heads=32, num_key_value_heads=2,
+                   linear_num_value_heads=64, num_experts=512, num_experts_per_tok=10, moe_intermediate_size=1024,
+                   shared_expert_intermediate_size=1024, rope_theta=1e7)
+
 
 PRESETS = {
     "tiny": Qwen3_5MoeTextConfig.tiny,
     "small": Qwen3_5MoeTextConfig.small,
     "qwen3.5-35b-a3b": Qwen3_5MoeTextConfig.qwen3_5_35b_a3b,
+    "qwen3.5-122b-a10b": Qwen3_5MoeTextConfig.qwen3_5_122b_a10b,
+    "qwen3.5-397b-a17b": Qwen3_5MoeTextConfig.qwen3_5_397b_a17b,
 }
 
 

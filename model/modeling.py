@@ -105,7 +105,8 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         caps = caps or detect_capabilities(device)
         layout = init_distributed(parallel, caps.device)
         groups = build_process_groups(layout, caps.device)
-        plan = resolve_plan(optimizations, caps, parallel, config, exe_mode=exe_mode)
+        plan = resolve_plan(optimizations, caps, parallel, config, exe_mode=exe_mode,
+                            dtype=str(dtype).removeprefix("torch."))
         model = cls(config, plan, dtype=dtype, device=rank_device(caps.device if device == "auto" else device,
                                                                   layout),
                     compile_cache_dir=compile_cache_dir, groups=groups)

@@ -31,6 +31,14 @@ class PlanContext:
     model: Qwen3_5MoeTextConfig | None = None
     exe_mode: str = "ge_graph"  # NPU graph flavour when graph_mode is on: ge_graph | npugraph_ex
     requested: Mapping[str, bool] = field(default_factory=dict)
+    dtype: str = ""  # the model's dtype ("bfloat16", ...); "" when unknown (then no dtype rule applies)
+    # decisions made so far: a requirement that depends on another toggle reads what it became, not what was
+    # asked for (graph_mode is decided last)
+    decided: Mapping[str, ToggleDecision] = field(default_factory=dict)
+
+    def on(self, name: str) -> bool:
+        decision = self.decided.get(name)
+        return decision is not None and decision.on
 
 
 @dataclass(frozen=True)
@@ -54,11 +62,16 @@ def _attn_tp_gt_1(ctx: PlanContext) -> str:
     return "" if ctx.parallel.attn_tp_size > 1 else "needs attn_tp_size > 1"
 
 
-def _platform_950(ctx: PlanContext) -> str:
-    # The recipe refuses npu_mm_all_reduce_base outside Ascend 950 (npu_recipe.md 2.1).
+def _mm_all_reduce_platform(ctx: PlanContext) -> str:
+    # torch_npu documents npu_mm_all_reduce_base for Atlas A2 (1, 2, 4 or 8 ranks on an HCCS full mesh); the
+    # recipe runs it on Ascend 950; neither covers A3 (docs/npu_rules.md).
     if ctx.caps.device != "npu":
-        return f"needs an Ascend 950 npu (device is {ctx.caps.device})"
-    return "" if ctx.caps.npu_platform == "950" else f"needs Ascend 950 (platform is {ctx.caps.npu_platform})"
+        return f"needs an Atlas A2 or Ascend 950 npu (device is {ctx.caps.device})"
+    if ctx.caps.npu_platform not in ("A2", "950"):
+        return f"documented for Atlas A2 and used on Ascend 950 only (platform is {ctx.caps.npu_platform})"
+    if ctx.parallel.attn_tp_size not in (2, 4, 8):
+        return f"needs a TP group of 2, 4 or 8 ranks (attn_tp_size is {ctx.parallel.attn_tp_size})"
+    return ""
 
 
 def _pure_ep(ctx: PlanContext) -> str:
@@ -75,8 +88,37 @@ def _torchair_for_graph(ctx: PlanContext) -> str:
 
 def _static_moe(ctx: PlanContext) -> str:
     # The per-expert loop visits only the experts that were hit: data-dependent shapes and a host sync, which
-    # a static decode graph cannot capture (the recipe's graph mode also runs grouped matmul).
-    return "" if ctx.requested.get("grouped_moe") else "needs grouped_moe (the expert loop syncs with the host)"
+    # a static decode graph cannot capture (the recipe's graph mode also runs grouped matmul). It is the
+    # decision that counts: a requested grouped_moe that went inactive leaves the loop in place.
+    return "" if ctx.on("grouped_moe") else "needs grouped_moe on (the expert loop syncs with the host)"
+
+
+def _fia_in_npu_graph(ctx: PlanContext) -> str:
+    # torchair.ops' FIA takes the sequence lengths as tensors but runs only in GE graphs; torch.ops.npu's FIA
+    # needs them as host lists, which an npugraph_ex capture cannot take (docs/npu_rules.md).
+    if ctx.caps.device == "npu" and ctx.exe_mode == "npugraph_ex" and ctx.on("fused_attention"):
+        return "npugraph_ex cannot capture fused attention's host sequence lengths; use exe_mode ge_graph"
+    return ""
+
+
+def _fia_dtype(ctx: PlanContext) -> str:
+    # FIA takes fp16/bf16 (and int8) query/key/value only (npu_ops.md 2.4).
+    if ctx.caps.device == "npu" and ctx.dtype and ctx.dtype not in ("bfloat16", "float16"):
+        return f"npu_fused_infer_attention_score has no {ctx.dtype} (bfloat16 or float16 only)"
+    return ""
+
+
+def _mc2_platform(ctx: PlanContext) -> str:
+    # dispatch_v2 / combine_v2 are documented for Atlas A2 and A3 only; on A3 the hidden size must lie in
+    # [1024, 8192] (npu_ops.md 2.14).
+    if ctx.caps.device != "npu":
+        return ""
+    if ctx.caps.npu_platform not in ("A2", "A3"):
+        return f"MC2 dispatch/combine are documented for Atlas A2 and A3 only (platform is {ctx.caps.npu_platform})"
+    hidden = ctx.model.hidden_size if ctx.model is not None else None
+    if ctx.caps.npu_platform == "A3" and hidden is not None and not 1024 <= hidden <= 8192:
+        return f"MC2 on Atlas A3 needs hidden_size in [1024, 8192] (model has {hidden})"
+    return ""
 
 
 def _no_ep_graph_off_npu(ctx: PlanContext) -> str:
@@ -101,6 +143,20 @@ def _chunk_gdr_platform(ctx: PlanContext) -> str:
     return ""
 
 
+def _chunk_gdr_dims(ctx: PlanContext) -> str:
+    # The op documents Dk = Dv = 128 and, per rank, Nk <= 64, Nv <= 64 with Nv a multiple of Nk (npu_ops.md 2.6).
+    if ctx.caps.device != "npu" or ctx.model is None:
+        return ""
+    m, tp = ctx.model, max(1, ctx.parallel.attn_tp_size)
+    dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
+    nk, nv = m.linear_num_key_heads // tp, m.linear_num_value_heads // tp
+    if dk != 128 or dv != 128:
+        return f"npu_chunk_gated_delta_rule needs Dk = Dv = 128 (model has {dk}, {dv})"
+    if nk > 64 or nv > 64 or nv % nk:
+        return f"npu_chunk_gated_delta_rule needs Nk, Nv <= 64 per rank with Nv a multiple of Nk (got {nk}, {nv})"
+    return ""
+
+
 TOGGLES: dict[str, ToggleSpec] = {
     spec.name: spec
     for spec in (
@@ -111,7 +167,7 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("fused_attention", "matmul + mask + softmax + matmul with repeat_kv", ("prefill", "decode"),
                    {"npu": "npu_fused_infer_attention_score", "cuda": "scaled_dot_product_attention (flash)",
                     "cpu": "scaled_dot_product_attention"},
-                   npu_ops=("npu_fused_infer_attention_score",)),
+                   requires=(_fia_dtype,), npu_ops=("npu_fused_infer_attention_score",)),
         ToggleSpec("fused_rmsnorm", "fp32 pow/mean/rsqrt/mul RMSNorm and a separate residual add",
                    ("prefill", "decode"),
                    {"npu": "torch_npu.npu_rms_norm / npu_add_rms_norm", "cuda": "F.rms_norm (ATen fused)",
@@ -120,21 +176,22 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("chunk_gdr", "token-by-token gated delta rule recurrence in prefill", ("prefill",),
                    {"npu": "torch_npu.npu_chunk_gated_delta_rule", "cuda": "fla chunk_gated_delta_rule",
                     "cpu": "chunked delta rule (WY form, triangular solve)"},
-                   requires=(_chunk_gdr_platform,), npu_ops=("npu_chunk_gated_delta_rule",)),
+                   requires=(_chunk_gdr_platform, _chunk_gdr_dims), npu_ops=("npu_chunk_gated_delta_rule",)),
         ToggleSpec("mm_all_reduce", "o_proj/out_proj matmul followed by all_reduce", ("prefill",),
                    {"npu": "torch_npu.npu_mm_all_reduce_base", "cuda": "", "cpu": ""},
-                   requires=(_attn_tp_gt_1, _platform_950), npu_ops=("npu_mm_all_reduce_base",)),
+                   requires=(_attn_tp_gt_1, _mm_all_reduce_platform), npu_ops=("npu_mm_all_reduce_base",)),
         ToggleSpec("moe_dispatch_combine", "double-routing all_to_all (counts exchange, host sync) in EP decode",
                    ("decode",),
                    {"npu": "npu_moe_distribute_dispatch_v2 / combine_v2",
                     "cuda": "static-shape all_to_all dispatch/combine",
                     "cpu": "static-shape all_to_all dispatch/combine"},
-                   requires=(_pure_ep,),
+                   requires=(_pure_ep, _mc2_platform),
                    npu_ops=("npu_moe_distribute_dispatch_v2", "npu_moe_distribute_combine_v2")),
         ToggleSpec("graph_mode", "eager decode step", ("decode",),
                    {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
                     "cpu": "torch.compile (inductor, static shapes)"},
-                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph, _inductor_cpu)),
+                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph, _fia_in_npu_graph,
+                             _inductor_cpu)),
         ToggleSpec("merged_projections", "separate q/k/v, in_proj_qkv/z/b/a, gate/up, router/shared-gate GEMMs",
                    ("prefill", "decode"),
                    {"npu": "merged GEMMs", "cuda": "merged GEMMs", "cpu": "merged GEMMs"}),
@@ -169,6 +226,7 @@ class Plan:
     decisions: dict[str, ToggleDecision]
     exe_mode: str = "ge_graph"
     attention_variant: str = ""  # NPU fused attention flavour picked for this model (see ops/attention.py)
+    npu_platform: str = ""  # "A2", "A3" or "950": argument contracts of some NPU ops differ per platform
     # "cuda_torch": chunk_gdr on CUDA without fla, "cpu_eager": on CPU without a C++ compiler; both run the
     # plain-torch chunked kernel
     gdr_variant: str = ""
@@ -233,14 +291,17 @@ def decide(spec: ToggleSpec, requested: bool, ctx: PlanContext) -> ToggleDecisio
     return ToggleDecision(spec.name, True, "on", "", impl)
 
 
-def npu_attention_variant(model: Qwen3_5MoeTextConfig | None) -> str:
-    """FIA v2 TND + paged KV where CANN accepts the head_dim, else FIA v1 BSH with a contiguous cache.
+def npu_attention_variant(model: Qwen3_5MoeTextConfig | None, dtype: str = "") -> str:
+    """FIA v2 TND + paged KV where the op documents the head dim and dtype, else FIA v1 BSH with a contiguous
+    cache.
 
-    NOTE: TND rejects head_dim outside {64, 128, 192} (npu_ops.md 1.3); Qwen3.5's 256 needs the BSH path the
-    current recipe uses.
+    NOTE: torch_npu 2.14.0 documents TND for Q_D = K_D = V_D = 128, or Q_D = K_D = 192, in bfloat16 only
+    (npu_ops.md 1.3); Qwen3.5's head_dim 256 needs the BSH path the current recipe uses.
     """
-    if model is not None and model.head_dim not in (64, 128, 192):
+    if model is not None and model.head_dim not in (128, 192):
         return f"fia_v1_bsh (head_dim {model.head_dim} rules TND out)"
+    if dtype and dtype != "bfloat16":
+        return f"fia_v1_bsh (TND is bfloat16 only; model is {dtype})"
     return "fia_v2_tnd_paged"
 
 
@@ -250,16 +311,23 @@ def resolve_plan(
     parallel: ParallelConfig | None = None,
     model: Qwen3_5MoeTextConfig | None = None,
     exe_mode: str = "ge_graph",
+    dtype: str = "",
 ) -> Plan:
+    """`dtype` is the model dtype's name ("bfloat16"); NPU dtype rules apply only when it is given."""
     if exe_mode not in ("ge_graph", "npugraph_ex", "eager"):
         raise ValueError(f"`exe_mode` must be eager, ge_graph or npugraph_ex, got {exe_mode!r}")
     requested = normalize_request(optimizations)
+    decided: dict[str, ToggleDecision] = {}
     ctx = PlanContext(caps=caps, parallel=parallel or ParallelConfig(), model=model,
-                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph", requested=requested)
-    decisions = {name: decide(TOGGLES[name], requested[name], ctx) for name in TOGGLE_NAMES}
+                      exe_mode=exe_mode if exe_mode != "eager" else "ge_graph", requested=requested, dtype=dtype,
+                      decided=decided)
+    # graph_mode last: whether the decode step can be captured depends on what the other toggles became
+    for name in sorted(TOGGLE_NAMES, key=lambda n: n == "graph_mode"):
+        decided[name] = decide(TOGGLES[name], requested[name], ctx)
+    decisions = {name: decided[name] for name in TOGGLE_NAMES}
     variant = ""
     if caps.device == "npu" and decisions["fused_attention"].on:
-        variant = npu_attention_variant(model)
+        variant = npu_attention_variant(model, dtype)
         decisions["fused_attention"] = ToggleDecision(
             "fused_attention", True, "on", "", f"{decisions['fused_attention'].impl} [{variant}]")
     gdr_variant = ""
@@ -272,7 +340,7 @@ def resolve_plan(
         decisions["chunk_gdr"] = ToggleDecision("chunk_gdr", True, "on", "",
                                                 "chunked delta rule, eager (no C++ compiler for inductor)")
     plan = Plan(device=caps.device, decisions=decisions, exe_mode=ctx.exe_mode, attention_variant=variant,
-                gdr_variant=gdr_variant)
+                npu_platform=caps.npu_platform, gdr_variant=gdr_variant)
     for d in decisions.values():
         if d.requested:
             log.info("toggle %s: %s%s", d.name, d.state, f" ({d.reason})" if d.reason else f" [{d.impl}]")

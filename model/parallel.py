@@ -254,6 +254,7 @@ class ProcessGroups:
     shared_tp: dist.ProcessGroup | None = None
     # MC2 dispatch/combine needs an EP communicator that runs no other op (npu_ops.md 2.14); NPU only
     moe_ep_dispatch: dist.ProcessGroup | None = None
+    moe_ep_dispatch_name: str = ""  # its HCCL name, asked once here (never inside a compiled decode step)
 
     @property
     def rank(self) -> int:
@@ -289,12 +290,16 @@ def build_process_groups(layout: ParallelLayout, device: str = "cpu") -> Process
             group = group_for(ranks)
             if layout.rank in ranks:
                 mine[kind] = group
+    dispatch_name = ""
     if device == "npu" and layout.size("moe_ep") > 1 and layout.size("moe_tp") == 1:
+        from model.ops.comm import hccl_comm_name  # noqa: PLC0415 - ops import layers, which import this module
+
         for ranks in layout.all_groups("moe_ep"):
             group = dist.new_group(list(ranks))  # a fresh communicator, never the shared one
             if layout.rank in ranks:
                 mine["moe_ep_dispatch"] = group
-    return ProcessGroups(layout, **mine)
+                dispatch_name = hccl_comm_name(group)
+    return ProcessGroups(layout, **mine, moe_ep_dispatch_name=dispatch_name)
 
 
 TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

@@ -141,6 +141,24 @@ def doctor(check_ops: bool, device: str) -> None:
     sys.exit(run_doctor(device=device, check_ops=check_ops))
 
 
+@main.command()
+@click.argument("scenario")
+@click.option("--device", help="Device of device_peaks.yaml (or cpu: measured here); default from the scenario.")
+@click.option("--peak", "peaks", multiple=True, metavar="KEY=VALUE",
+              help="Override or supply a peak (bfloat16_tflops, memory_GBps, interconnect_GBps, ...).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="CSV folder (default reports/estimate-*).")
+@user_errors
+def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], overrides: tuple[str, ...],
+             out_dir: str | None) -> None:
+    """Roofline TTFT/TPOT of each plan of SCENARIO on a device, from an analytic cost model (no weights)."""
+    from perfbench.roofline.estimate import run_estimate
+    from perfbench.roofline.peaks import parse_overrides
+
+    click.echo(run_estimate(scenario, device, parse_overrides(peaks), Path(out_dir) if out_dir else None,
+                            overrides))
+
+
 @main.command("list")
 @click.argument("what", type=click.Choice(["toggles", "presets", "scenarios"]), default="toggles")
 @user_errors

@@ -90,7 +90,7 @@ class Qwen3_5MoeSparseMoeBlock(nn.Module):
         self.moe_tp_group = groups.moe_tp
         self.ep = None if groups.moe_ep is None else comm.ExpertParallel(
             groups.moe_ep, groups.layout.size("moe_ep"), groups.layout.index("moe_ep"), config.num_experts,
-            groups.moe_ep_dispatch)
+            groups.moe_ep_dispatch, groups.moe_ep_dispatch_name)
         h = config.hidden_size
         # router and shared-expert gate read the same input: one GEMM when projections are merged
         self.gates = ops.projections(h, {"gate": config.num_experts, "shared_expert_gate": 1}, dtype, device)

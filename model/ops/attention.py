@@ -181,11 +181,22 @@ def _compressed_causal_mask(device: torch.device) -> Tensor:
     return torch.ones(2048, 2048, dtype=torch.bool, device=device).triu(1)
 
 
-def _in_graph() -> bool:
-    # NOTE: in a torchair GE graph, FIA goes through torchair.ops, which takes sequence lengths as Tensors
-    # (no host sync, not baked into the graph); eager torch.ops.npu takes host int lists (npu_ops.md 2.4, 4;
-    # recipe `fa_ops = torchair.ops if exe_mode == "ge_graph" else torch.ops.npu`).
-    return torch.compiler.is_compiling()
+def bind_decode_fia(fn: Callable[..., Tensor], *, v2: bool, ge_graph: bool) -> Callable[..., Tensor]:
+    """`fn` (an NPU decode attention) with its FIA op resolved now, at build time, never inside a traced step.
+
+    In a torchair GE graph FIA goes through torchair.ops, which takes the sequence lengths as Tensors (no host
+    sync, not baked into the graph) and runs only in GE; otherwise torch.ops.npu, which takes host int lists
+    (npu_ops.md 2.4, 4; the recipe's `torchair.ops if exe_mode == "ge_graph" else torch.ops.npu`). Importing
+    torchair inside the traced step fails: after `import torch_npu` it is a lazy stand-in, not a module.
+    """
+    name = "npu_fused_infer_attention_score_v2" if v2 else "npu_fused_infer_attention_score"
+    if ge_graph:
+        import torchair  # noqa: PLC0415 - NPU only, outside any trace
+
+        return functools.partial(fn, fia=getattr(torchair.ops, name), tensor_lengths=True)
+    import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
+
+    return functools.partial(fn, fia=getattr(torch.ops.npu, name), tensor_lengths=False)
 
 
 def attention_prefill_npu(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor, scale: float) -> Tensor:
@@ -198,8 +209,9 @@ def attention_prefill_npu(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor, sca
     b, t, n_q, d = q.shape
     n_kv = k.shape[2]
     lens = seq_lens.tolist()
+    # FIA refuses a non-contiguous value; with merged projections v is a strided slice of the fused GEMM
     out, _ = torch.ops.npu.npu_fused_infer_attention_score(
-        q.reshape(b, t, n_q * d), k.reshape(b, t, n_kv * d), v.reshape(b, t, n_kv * d),
+        q.reshape(b, t, n_q * d), k.reshape(b, t, n_kv * d), v.reshape(b, t, n_kv * d).contiguous(),
         num_heads=n_q, num_key_value_heads=n_kv, input_layout="BSH", scale=scale,
         atten_mask=_compressed_causal_mask(q.device), sparse_mode=3, next_tokens=0,
         actual_seq_lengths=lens, actual_seq_lengths_kv=lens)
@@ -226,19 +238,19 @@ def attention_prefill_npu_tnd(q: Tensor, k: Tensor, v: Tensor, seq_lens: Tensor,
     return o
 
 
-def attention_decode_npu(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_lens: Tensor, scale: float) -> Tensor:
-    """FIA v1, BSH over the contiguous cache, actual_seq_lengths_kv = kv_lens, no mask (recipe HEAD)."""
-    import torch_npu  # noqa: F401 - registers torch.ops.npu
+def attention_decode_npu(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_lens: Tensor, scale: float, *,
+                         fia: Callable[..., Any] | None = None, tensor_lengths: bool = False) -> Tensor:
+    """FIA v1, BSH over the contiguous cache, actual_seq_lengths_kv = kv_lens, no mask (recipe HEAD).
 
+    `fia` and `tensor_lengths` come from `bind_decode_fia`; the defaults are the eager op with host lists.
+    """
+    if fia is None:
+        import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
+
+        fia = torch.ops.npu.npu_fused_infer_attention_score
     b, _, n_q, d = q.shape
     s, n_kv = k_cache.shape[1], k_cache.shape[2]
-    if _in_graph():
-        import torchair
-
-        fia: Any = torchair.ops.npu_fused_infer_attention_score
-        lens: Any = kv_lens.to(torch.int64)
-    else:
-        fia, lens = torch.ops.npu.npu_fused_infer_attention_score, kv_lens.tolist()
+    lens: Any = kv_lens.to(torch.int64) if tensor_lengths else kv_lens.tolist()
     out, _ = fia(q.reshape(b, 1, n_q * d), k_cache.view(b, s, n_kv * d), v_cache.view(b, s, n_kv * d),
                  num_heads=n_q, num_key_value_heads=n_kv, input_layout="BSH", scale=scale,
                  actual_seq_lengths_kv=lens)
@@ -252,30 +264,28 @@ def _check_paged(s: int) -> None:
                          f"allocating the cache")
 
 
-def attention_decode_npu_tnd(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_lens: Tensor,
-                             scale: float) -> Tensor:
+def attention_decode_npu_tnd(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_lens: Tensor, scale: float, *,
+                             fia: Callable[..., Any] | None = None, tensor_lengths: bool = False) -> Tensor:
     """FIA v2, TND query, paged KV (npu_ops.md 2.4).
 
     The contiguous cache [B, S, Nkv, D] is exactly a paged cache of B * S/128 blocks [128, Nkv*D] whose
     block table row b is b*S/128 + arange(S/128), so no copy is needed. One query token per request:
     actual_seq_qlen = cumsum(ones(B)) (cumulative); with paging actual_seq_kvlen is per request (not
-    cumulative). Needs S % 128 == 0.
+    cumulative). Needs S % 128 == 0. `fia` and `tensor_lengths` as in `attention_decode_npu`.
     """
-    import torch_npu  # noqa: F401 - registers torch.ops.npu
+    if fia is None:
+        import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
 
+        fia = torch.ops.npu.npu_fused_infer_attention_score_v2
     b, _, n_q, d = q.shape
     s, n_kv = k_cache.shape[1], k_cache.shape[2]
     _check_paged(s)
     blocks = s // NPU_BLOCK_SIZE
     block_table = torch.arange(b * blocks, dtype=torch.int32, device=q.device).view(b, blocks)
-    if _in_graph():
-        import torchair
-
-        fia: Any = torchair.ops.npu_fused_infer_attention_score_v2
+    if tensor_lengths:
         q_lens: Any = torch.arange(1, b + 1, dtype=torch.int64, device=q.device)
         kv: Any = kv_lens.to(torch.int64)
     else:
-        fia = torch.ops.npu.npu_fused_infer_attention_score_v2
         q_lens, kv = list(range(1, b + 1)), kv_lens.tolist()
     paged = (b * blocks, NPU_BLOCK_SIZE, n_kv * d)
     out, _ = fia(q.reshape(b, n_q, d), k_cache.view(paged), v_cache.view(paged), num_query_heads=n_q,

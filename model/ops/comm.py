@@ -152,9 +152,12 @@ def row_parallel_linear(x: Tensor, weight: Tensor, group: dist.ProcessGroup | No
 
 
 def hccl_comm_name(group: dist.ProcessGroup) -> str:
-    """The HCCL communicator name the MC2 fused ops take (npu_ops.md 2.9)."""
+    """The HCCL communicator name the MC2 fused ops take (npu_ops.md 2.9), asked with this rank's rank in the
+    group (the global rank names another rank's communicator in a sub-group).
+
+    Call it outside any traced function: dynamo cannot trace `_get_backend` on a process group."""
     backend = group._get_backend(torch.device("npu"))
-    return backend.get_hccl_comm_name(dist.get_rank())
+    return backend.get_hccl_comm_name(dist.get_rank(group))
 
 
 def row_parallel_linear_npu(x: Tensor, weight: Tensor, group: dist.ProcessGroup | None) -> Tensor:
@@ -188,6 +191,7 @@ class ExpertParallel:
     rank: int
     num_experts: int  # E, global
     dispatch_group: dist.ProcessGroup | None = None
+    dispatch_name: str = ""  # the HCCL name of dispatch_group, computed when the groups were built
 
     @property
     def experts_per_rank(self) -> int:
@@ -296,7 +300,7 @@ def ep_static_dispatch_combine(x: Tensor, topk_ids: Tensor, topk_weights: Tensor
 
 def ep_dispatch_combine_npu(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, gate_up: list[Tensor],
                             down: Tensor, experts: ExpertsFn, ep: ExpertParallel,
-                            tokens_per_rank: int) -> Tensor:
+                            tokens_per_rank: int, *, platform: str = "A3", in_graph: bool = False) -> Tensor:
     """torch_npu MC2: npu_moe_distribute_dispatch_v2 -> grouped matmul, swiglu, grouped matmul ->
     npu_moe_distribute_combine_v2 (npu_ops.md 2.14-2.16; the recipe's EP decode path, npu_recipe.md 3.3).
 
@@ -304,27 +308,36 @@ def ep_dispatch_combine_npu(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, g
     inactive in `x_active_mask` (valid rows first, as the op requires) with distinct placeholder expert ids
     and weight 0, so a rank with fewer or no tokens still joins the exchange and `global_bs` is
     tokens_per_rank * ep. The experts run as the recipe's op chain (dispatch hands back rows grouped by local
-    expert with per-expert counts), so `experts` is unused. comm_alg stays the default; the recipe's
-    "fullmesh_v2" on A3 needs the platform, which the binder does not pass.
+    expert with per-expert counts), so `experts` is unused. comm_alg stays the default.
+
+    The argument contract depends on the platform (npu_ops.md 2.14-2.15): Atlas A2 has no TP domain
+    (tp_world_size 0, group_tp "" eagerly or group_ep in graph mode, shared_expert_num left at its default) and
+    its combine needs `expand_scales`, which dispatch produces from `expert_scales`; A3 takes the TP arguments
+    vllm-ascend passes. The binder gives `platform` and `in_graph`.
     """
     import torch_npu  # noqa: PLC0415 - NPU only
 
     n, k = topk_ids.shape
     pad = tokens_per_rank - n
     group = ep.dispatch_group or ep.group
-    name = hccl_comm_name(group)
+    name = ep.dispatch_name
     x = F.pad(x, (0, 0, 0, pad))
     placeholder = torch.arange(k, dtype=torch.int32, device=x.device).expand(pad, k)
     ids32 = torch.cat([topk_ids.to(torch.int32), placeholder])
     scales = F.pad(topk_weights.float(), (0, 0, 0, pad))
     active = torch.arange(tokens_per_rank, device=x.device) < n
     common = dict(group_ep=name, ep_world_size=ep.size, ep_rank_id=ep.rank, moe_expert_num=ep.num_experts,
-                  group_tp=name, tp_world_size=1, tp_rank_id=0, expert_shard_type=0, shared_expert_num=0,
-                  shared_expert_rank_num=0, global_bs=tokens_per_rank * ep.size)
+                  expert_shard_type=0, shared_expert_rank_num=0, global_bs=tokens_per_rank * ep.size)
+    a2 = platform == "A2"
+    if a2:
+        common.update(group_tp=name if in_graph else "", tp_world_size=0, tp_rank_id=0)
+    else:
+        common.update(group_tp=name, tp_world_size=1, tp_rank_id=0, shared_expert_num=0)
     start = _clock()
-    expand_x, _, assist_info, expert_token_nums, ep_recv_counts, tp_recv_counts = \
-        torch_npu.npu_moe_distribute_dispatch_v2(x=x, expert_ids=ids32, x_active_mask=active, scales=None,
-                                                 quant_mode=0, **common)[:6]
+    dispatched = torch_npu.npu_moe_distribute_dispatch_v2(
+        x=x, expert_ids=ids32, x_active_mask=active, scales=None, expert_scales=scales if a2 else None,
+        quant_mode=0, **common)
+    expand_x, _, assist_info, expert_token_nums, ep_recv_counts, tp_recv_counts, expand_scales = dispatched
     _note("dispatch_v2", group, n * k * x.shape[1] * x.element_size(), start)
 
     def gmm(a: Tensor, w: Tensor) -> Tensor:
@@ -336,8 +349,8 @@ def ep_dispatch_combine_npu(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, g
     start = _clock()
     out = torch_npu.npu_moe_distribute_combine_v2(
         expand_x=y, expert_ids=ids32, assist_info_for_combine=assist_info, ep_send_counts=ep_recv_counts,
-        expert_scales=scales, tp_send_counts=tp_recv_counts, x_active_mask=active, comm_quant_mode=0,
-        **common)
+        expert_scales=scales, tp_send_counts=None if a2 else tp_recv_counts, x_active_mask=active,
+        expand_scales=expand_scales if a2 else None, comm_quant_mode=0, **common)
     _note("combine_v2", group, n * k * out.shape[1] * out.element_size(), start)
     return out[:n]
 

@@ -101,9 +101,12 @@ def gated_rms_norm_ref(x: Tensor, gate: Tensor, weight: Tensor, eps: float) -> T
 
 
 def rms_norm_npu(x: Tensor, gamma: Tensor, eps: float) -> Tensor:
-    """`torch_npu.npu_rms_norm` (aclnnRmsNorm). gamma may be fp32 with bf16/fp16 x (documented dtype pair)."""
+    """`torch_npu.npu_rms_norm` (aclnnRmsNorm). torch_npu 2.14.0 documents gamma in self's dtype (npu_ops.md
+    2.2), and the model keeps gamma in fp32, so it is cast here as in `add_rms_norm_npu`."""
     import torch_npu
 
+    if gamma.dtype != x.dtype:
+        gamma = gamma.to(x.dtype)
     return torch_npu.npu_rms_norm(x, gamma, eps)[0]
 
 

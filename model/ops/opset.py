@@ -45,18 +45,36 @@ def _pick(table: dict[str, Callable], on: bool, device: str, variant: str = "") 
     return table[key]
 
 
+def _attention_decode(plan: Plan, attn_key: str) -> Callable:
+    fn = _pick(attention.ATTENTION_DECODE, plan.on("fused_attention"), plan.device, attn_key)
+    if plan.device != "npu" or not plan.on("fused_attention"):
+        return fn
+    # the NPU FIA op is chosen here, outside any trace, by what will run the decode step
+    ge_graph = plan.on("graph_mode") and plan.exe_mode == "ge_graph"
+    return attention.bind_decode_fia(fn, v2=attn_key == "npu_tnd", ge_graph=ge_graph)
+
+
+def _moe_ep_decode(plan: Plan) -> Callable:
+    fn = _pick(comm.EP_EXCHANGE, plan.on("moe_dispatch_combine"), plan.device)
+    if plan.device == "npu" and plan.on("moe_dispatch_combine"):
+        # the MC2 argument contract differs per platform and between eager and graph mode
+        return partial(fn, platform=plan.npu_platform, in_graph=plan.on("graph_mode"))
+    return fn
+
+
 def build_ops(plan: Plan) -> OpSet:
     d = plan.device
     npu_attention = "npu_tnd" if plan.attention_variant.startswith("fia_v2") else "npu"
     attn_key = npu_attention if d == "npu" else ""
     on = plan.on
+    tnd = d == "npu" and on("fused_attention") and attn_key == "npu_tnd"
     return OpSet(
         rms_norm=_pick(norm.RMS_NORM, on("fused_rmsnorm"), d),
         add_rms_norm=_pick(norm.ADD_RMS_NORM, on("fused_rmsnorm"), d),
         gated_rms_norm=_pick(norm.GATED_RMS_NORM, on("fused_rmsnorm"), d),
         apply_rope=_pick(rope.APPLY_ROPE, on("fused_rope"), d),
         attention_prefill=_pick(attention.ATTENTION_PREFILL, on("fused_attention"), d, attn_key),
-        attention_decode=_pick(attention.ATTENTION_DECODE, on("fused_attention"), d, attn_key),
+        attention_decode=_attention_decode(plan, attn_key),
         # the KV write is part of the attention op family; NPU writes with scatter_update_ on either path
         write_kv=_pick(attention.WRITE_KV, on("fused_attention") or d == "npu", d, attn_key),
         gdr_prefill=_pick(gdn.GDR_PREFILL, on("chunk_gdr"), d, plan.gdr_variant),
@@ -69,9 +87,9 @@ def build_ops(plan: Plan) -> OpSet:
         row_parallel_prefill=_pick(comm.ROW_PARALLEL_LINEAR, on("mm_all_reduce"), d),
         row_parallel_decode=comm.ROW_PARALLEL_LINEAR["ref"],  # decode always all_reduces (npu_recipe.md 2.2)
         moe_ep_prefill=comm.EP_EXCHANGE["ref"],  # dispatch/combine is decode only (the recipe's choice)
-        moe_ep_decode=_pick(comm.EP_EXCHANGE, on("moe_dispatch_combine"), d),
+        moe_ep_decode=_moe_ep_decode(plan),
         projections=partial(_projections, merged=on("merged_projections")),
-        compile_decode=graph.graph_compiler(d, plan.exe_mode) if on("graph_mode") else graph.eager,
+        compile_decode=graph.graph_compiler(d, plan.exe_mode, tnd) if on("graph_mode") else graph.eager,
     )
 
 

@@ -191,7 +191,7 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
     for batch, input_len in shapes:
         for combo in combinations(scenario):
             requested += 1
-            plan = resolve_plan(combo.toggles, caps, parallel, model_cfg, exe_mode)
+            plan = resolve_plan(combo.toggles, caps, parallel, model_cfg, exe_mode, dtype=dtype)
             what = plan.key() if device_present else tuple(sorted(combo.toggles.items()))
             key = (what, batch, input_len, tuple(sorted(combo.env.items())))
             if key in seen:

@@ -26,6 +26,11 @@ from perfbench.results import RunResult
 # trace table stem -> its label column, in the order the section shows them
 BREAKDOWNS = {"per_category": "category", "per_layer_type": "layer_type", "per_phase": "phase"}
 OPS_TABLE = "per_op"
+CAPTIONS = {  # trace tables with more to say than their file name
+    "roofline": "roofline.csv: measured time per phase and op category next to the roofline of the same work "
+                "(max of compute and memory time at the device's peaks, plus collectives; docs/roofline.md); "
+                "pct_of_roofline = roofline / measured, the (all) row of a phase is its gap",
+}
 TOP_OPS = 15
 NO_LABEL = "(none)"  # ops outside any annotated layer or phase
 
@@ -166,6 +171,7 @@ def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
         top = TOP_OPS if stem == OPS_TABLE else None
         columns, rows = _generic_rows(stem, tables, toggles, top)
         name = "top_ops" if stem == OPS_TABLE else "trace_" + re.sub(r"[^A-Za-z0-9_-]", "_", stem)
-        caption = f"Top {TOP_OPS} ops by total time per run" if stem == OPS_TABLE else f"{stem}.csv"
+        caption = f"Top {TOP_OPS} ops by total time per run" if stem == OPS_TABLE else \
+            CAPTIONS.get(stem, f"{stem}.csv")
         section.blocks.append(Table(name, columns, rows, caption=caption))
     return section

@@ -25,6 +25,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -37,6 +38,9 @@ from perfbench.analysis import stats
 from perfbench.results import RunResult, RunSpec
 from perfbench.run import host_load
 from perfbench.run.cluster import is_result_writer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -223,7 +227,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
                            "tokens_match": bool(torch.equal(last.logits.argmax(-1), reference.argmax(-1))),
                            "reference": "all toggles off, same weights, same process"}
     if spec.profile:
-        result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir)
+        result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
     result.wall_s = time.perf_counter() - t0
     return result
 
@@ -236,7 +240,8 @@ def _run_threads(device: str) -> int:
 
 
 def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
-                      cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path) -> dict[str, object]:
+                      cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
+                      caps: Capabilities) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
     from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
@@ -255,10 +260,29 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
         tables = write_tables(events, run_dir / "tables")
+        roofline_error = None
+        try:
+            tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
+        except Exception:  # noqa: BLE001 - the roofline columns are extra; the trace tables stand
+            roofline_error = traceback.format_exc(limit=2)
         counts = op_counts_per_decode_step(events)
         total = counts.pop(ALL_OPS, None)
-        return {"dir": str(trace_dir.relative_to(run_dir)), "tables": [str(p.relative_to(run_dir)) for p in tables],
-                "decode_ops_per_step": total, "op_counts_per_decode_step": counts,
-                "layer_scopes": layer_scopes}
+        out = {"dir": str(trace_dir.relative_to(run_dir)), "tables": [str(p.relative_to(run_dir)) for p in tables],
+               "decode_ops_per_step": total, "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
+        if roofline_error:
+            out["roofline_error"] = roofline_error
+        return out
     except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
         return {"error": traceback.format_exc(limit=3)}
+
+
+def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,
+                    caps: Capabilities, out_dir: Path) -> list[Path]:
+    """tables/roofline.csv: measured time per (phase, category) next to the roofline of the same work."""
+    from model.parallel_config import ParallelConfig  # noqa: PLC0415
+    from perfbench.roofline.measured import peaks_for_run, write_roofline_table  # noqa: PLC0415
+
+    peaks = peaks_for_run(caps.device, caps.device_name, caps.npu_platform)
+    path = write_roofline_table(events, model.config, ParallelConfig.from_dict(spec.parallel), model.plan,
+                                [len(p) for p in workload.prompts], workload.output_len, spec.dtype, peaks, out_dir)
+    return [path] if path is not None else []

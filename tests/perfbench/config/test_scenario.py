@@ -277,13 +277,20 @@ def test_build_scenario_accepts_a_dict():
 @pytest.mark.slow
 def test_shipped_scenarios_work_after_a_plain_install(tmp_path):
     """A non-editable install (a wheel, no source tree beside it) lists and dry-runs its shipped scenarios."""
+    import shutil
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[3]
+    # build from a copy: setuptools writes build/ and *.egg-info beside the sources it builds
+    source = tmp_path / "source"
+    for name in ("model", "perfbench"):
+        shutil.copytree(repo / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(repo / name, source / name)
     target = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                              "--no-compile", "--target", str(target), str(repo)],
+                              "--no-compile", "--target", str(target), str(source)],
                              capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-3000:]
     env = {**os.environ, "PYTHONPATH": str(target)}
