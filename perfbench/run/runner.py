@@ -191,7 +191,8 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
                  resume: bool, report: bool, executor: str = "local", address: str | None = None) -> int:
     """Validate, expand and run a scenario. Exit code: 0 all runs ok, 1 some run failed, 130 interrupted."""
     sc = load_scenario(scenario, overrides)
-    launch = launch_for(sc.perfbench.cluster, sc.parallel_config.world_size, need_endpoint=executor == "local")
+    launch = launch_for(sc.perfbench.cluster, sc.parallel_config.world_size,
+                        need_endpoint=executor == "local" and not dry_run)
     if executor == "ray" and launch.node_rank:
         raise UserError("perfbench.cluster.node_rank: the ray executor starts every node itself; run it once, "
                         "without --node-rank")
@@ -199,6 +200,9 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
     sweep = plan_sweep(sc, caps, device_present=present)
     if dry_run:
         print(sweep.describe())
+        if launch.multi_node:
+            print(f"cluster: each run on {launch.nnodes} nodes x {launch.nproc_per_node} ranks "
+                  f"(c10d rendezvous at {launch.rdzv_endpoint or 'an endpoint given at run time'})")
         return 0
     missing = sc.model_missing()
     if missing:
