@@ -49,10 +49,6 @@ class Qwen3_5MoeCache:
                 recurrent.append(torch.zeros(state_shape, dtype=torch.float32, device=device))
         return cls(key, value, conv, recurrent, torch.zeros(batch, dtype=torch.long, device=device), max_len)
 
-    @property
-    def batch_size(self) -> int:
-        return int(self.kv_lens.shape[0])
-
     def reset(self) -> None:
         """Zero the state in place (reuse across timed iterations without reallocating)."""
         for tensors in (self.key, self.value, self.conv, self.recurrent):

@@ -9,7 +9,7 @@ why activations are identical on every rank).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from model.layers.linear import Slot
 from model.layers.norm import Qwen3_5MoeRMSNorm
 from model.layers.step import Step
 from model.ops import OpSet, build_ops
-from model.ops.rope import rotary_cos_sin
+from model.ops.rope import rope_inv_freq, rotary_cos_sin
 from model.optimizations import Plan, resolve_plan
 from model.parallel import LocalSizes, ProcessGroups, build_process_groups, init_distributed, rank_device
 from model.parallel_config import ParallelConfig
@@ -39,6 +39,14 @@ log = logging.getLogger(__name__)
 class GenerateOutput:
     tokens: list[list[int]]  # the new tokens of each prompt
     logits: torch.Tensor  # [B, max_new_tokens, V] fp32: the logits that chose each new token
+
+
+# Wraps each forward of generation: (phase "prefill" | "decode", decode step index, the forward) -> its logits.
+StepRunner = Callable[[str, int, Callable[[], torch.Tensor]], torch.Tensor]
+
+
+def _call_forward(phase: str, step: int, forward: Callable[[], torch.Tensor]) -> torch.Tensor:
+    return forward()
 
 
 class Qwen3_5MoeForCausalLM(nn.Module):
@@ -64,9 +72,7 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         self.norm = Qwen3_5MoeRMSNorm(h, config.rms_norm_eps, self.ops.rms_norm, self.ops.add_rms_norm, dtype,
                                       device)
         self.lm_head = ParallelLMHead(self.sizes.lmhead_vocab, h, dtype, device, self.groups.lmhead_tp)
-        rd = config.rotary_dim
-        exponents = torch.arange(0, rd, 2, dtype=torch.float32, device=device) / rd
-        inv_freq = 1.0 / (config.rope_theta ** exponents)
+        inv_freq = rope_inv_freq(config.rope_theta, config.rotary_dim).to(device)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.compile_cache_dir = compile_cache_dir
         self._decode_graph: Any = None
@@ -216,19 +222,33 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         return ids, seq_lens
 
     @torch.inference_mode()
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 16) -> GenerateOutput:
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int = 16,
+                 run_step: StepRunner | None = None) -> GenerateOutput:
         """Greedy decoding of a ragged batch: exactly max_new_tokens new tokens per prompt (no EOS stop)."""
+        ids, seq_lens = self.pad_prompts(prompts)
+        cache = self.new_cache(ids.shape[0], ids.shape[1] + max(max_new_tokens, 1))
+        tokens, logits = self.generate_padded(ids, seq_lens, cache, max_new_tokens, run_step)
+        return GenerateOutput(tokens=tokens.tolist(), logits=logits)  # type: ignore[arg-type]
+
+    def generate_padded(self, ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
+                        max_new_tokens: int, run_step: StepRunner | None = None,
+                        keep_logits: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The generation loop on padded prompts and a (reset) cache: prefill, then max_new_tokens - 1 greedy
+        decode steps. Each forward goes through `run_step(phase, step, forward)` (default: just call it), the
+        hook a harness uses to time steps. Returns tokens [B, max_new_tokens] and, with `keep_logits`, the
+        logits that chose them [B, max_new_tokens, V]."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        ids, seq_lens = self.pad_prompts(prompts)
-        cache = self.new_cache(ids.shape[0], ids.shape[1] + max_new_tokens)
-        steps = []
-        with self.scopes(phase="prefill"):
-            logits = self.prefill(ids, seq_lens, cache)
-        steps.append(logits)
+        run = run_step or _call_forward
+        cache.reset()
+        with self.scopes.step(phase="prefill"):
+            logits = run("prefill", 0, lambda: self.prefill(ids, seq_lens, cache))
+        tokens = [logits.argmax(-1)]
+        kept = [logits] if keep_logits else []
         for i in range(max_new_tokens - 1):
-            with self.scopes(phase="decode", step=i):
-                logits = self.decode_step(logits.argmax(-1), cache)
-            steps.append(logits)
-        all_logits = torch.stack(steps, dim=1)
-        return GenerateOutput(tokens=all_logits.argmax(-1).tolist(), logits=all_logits)
+            with self.scopes.step(phase="decode", step=i):
+                logits = run("decode", i, lambda: self.decode_step(tokens[-1], cache))
+            tokens.append(logits.argmax(-1))
+            if keep_logits:
+                kept.append(logits)
+        return torch.stack(tokens, dim=1), torch.stack(kept, dim=1) if keep_logits else None

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field
 
 from model.backend import Capabilities
 from model.config import Qwen3_5MoeTextConfig
 from model.parallel_config import ParallelConfig
+from model.toggles import TOGGLE_NAMES, ToggleDecision
 
 log = logging.getLogger(__name__)
 
-State = Literal["on", "off", "inactive"]
 # A requirement returns "" when met, else the reason in a short lowercase phrase.
 Requirement = Callable[["PlanContext"], str]
 
@@ -204,20 +203,8 @@ TOGGLES: dict[str, ToggleSpec] = {
     )
 }
 
-TOGGLE_NAMES: tuple[str, ...] = tuple(TOGGLES)
-
-
-@dataclass(frozen=True)
-class ToggleDecision:
-    name: str
-    requested: bool
-    state: State
-    reason: str
-    impl: str
-
-    @property
-    def on(self) -> bool:
-        return self.state == "on"
+if tuple(TOGGLES) != TOGGLE_NAMES:  # model.toggles lists the names for torch-free readers
+    raise RuntimeError(f"model.toggles.TOGGLE_NAMES {TOGGLE_NAMES} != the registry's {tuple(TOGGLES)}")
 
 
 @dataclass(frozen=True)
@@ -235,18 +222,9 @@ class Plan:
     def on(self, name: str) -> bool:
         return self.decisions[name].on
 
-    def requested(self) -> dict[str, bool]:
-        return {n: d.requested for n, d in self.decisions.items()}
-
-    def effective(self) -> dict[str, State]:
-        return {n: d.state for n, d in self.decisions.items()}
-
     def key(self) -> tuple[tuple[str, str], ...]:
         """Identity of what actually runs: two requests with the same key measure the same thing."""
         return tuple((n, d.state if d.state == "on" else "off") for n, d in sorted(self.decisions.items()))
-
-    def as_dict(self) -> dict[str, dict[str, object]]:
-        return {n: asdict(d) for n, d in self.decisions.items()}
 
     def describe(self) -> str:
         width = max(map(len, self.decisions))

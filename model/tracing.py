@@ -1,7 +1,6 @@
 """Profiler annotations: the names the model puts on record_function ranges.
 
-Every range is named `pb|key=value|key=value` so a trace parser can recover phase, layer, layer type and module
-from the enclosing ranges of any op (perfbench/profiling reads them with `parse_scope`). Scopes are off by
+Range names are built by `model.tracing_names` (torch-free, so trace parsers can read them offline). Scopes are off by
 default (a no-op context), the harness turns them on for profiled iterations only.
 """
 
@@ -12,30 +11,17 @@ from collections.abc import Iterator
 
 import torch
 
-PREFIX = "pb|"
+from model.tracing_names import PREFIX, parse_scope, scope_name
 
-
-def scope_name(**fields: object) -> str:
-    return PREFIX + "|".join(f"{k}={v}" for k, v in fields.items())
-
-
-def parse_scope(name: str) -> dict[str, str]:
-    """`pb|phase=decode|step=3` -> {"phase": "decode", "step": "3"}; {} for other names."""
-    if not name.startswith(PREFIX):
-        return {}
-    out: dict[str, str] = {}
-    for part in name[len(PREFIX):].split("|"):
-        key, _, value = part.partition("=")
-        if key:
-            out[key] = value
-    return out
+__all__ = ["PREFIX", "Scopes", "parse_scope", "scope_name"]
 
 
 class Scopes:
     """Hands layers their annotation context. Disabled: a shared nullcontext (no per-call cost beyond a call)."""
 
     def __init__(self) -> None:
-        self.enabled = False
+        self.enabled = False  # layer and module ranges
+        self.steps_enabled = False  # phase / step ranges of generation
         self._null = contextlib.nullcontext()
 
     def __call__(self, **fields: object) -> contextlib.AbstractContextManager:
@@ -43,10 +29,19 @@ class Scopes:
             return self._null
         return torch.profiler.record_function(scope_name(**fields))
 
+    def step(self, **fields: object) -> contextlib.AbstractContextManager:
+        """A phase / step range: it sits outside a compiled decode graph, so it can be on when layer ranges
+        (which would force a recompile inside the graph) are off."""
+        if not self.steps_enabled:
+            return self._null
+        return torch.profiler.record_function(scope_name(**fields))
+
     @contextlib.contextmanager
-    def enable(self) -> Iterator[None]:
-        previous, self.enabled = self.enabled, True
+    def enable(self, layers: bool = True) -> Iterator[None]:
+        """Phase / step ranges on, and layer / module ranges too unless `layers` is False."""
+        previous = self.enabled, self.steps_enabled
+        self.enabled, self.steps_enabled = layers, True
         try:
             yield
         finally:
-            self.enabled = previous
+            self.enabled, self.steps_enabled = previous

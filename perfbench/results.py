@@ -5,20 +5,29 @@ A result folder holds
   results.csv     one row per run (`CSV_COLUMNS` + req./eff. toggle columns)
   runs/<run_id>/  result.json, worker.log, trace/ (profiler output), tables/*.csv (parsed trace tables)
   scenario.json   the validated scenario the runs came from
+
+Every record carries `schema_version` (SCHEMA_VERSION): older records are migrated on load, newer ones and
+unknown keys are refused, so a committed baseline cannot drift without a clear error.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
+import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES, ToggleDecision
+from perfbench.errors import UserError
+
+if TYPE_CHECKING:
+    from model.optimizations import Plan
 
 STATUSES = ("ok", "error", "timeout", "killed")
 
@@ -38,6 +47,28 @@ CSV_COLUMNS = (
     "max_abs_logit_diff",
     "tokens_match", "decode_ops_per_step", "wall_s",
 )
+
+
+SCHEMA_VERSION = 2
+# Versions of a result record (one line of results.jsonl, or result.json):
+#   1  no `schema_version` key; otherwise the fields of version 2 without `spec.expected_plan`
+#   2  `schema_version`, `spec.expected_plan` (the runner's resolved plan, checked by the worker)
+# `migrate` brings an older record up to SCHEMA_VERSION; a newer one is refused.
+
+
+def _checked_keys(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """`raw` as keyword arguments of the dataclass `cls`; an unknown key is an error, never dropped."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object, got {type(raw).__name__}")
+    known = cls.__dataclass_fields__
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r} (known keys: {', '.join(known)})")
+    missing = [name for name, f in known.items() if name not in raw
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"{where}: missing key {missing[0]!r}")
+    return raw
 
 
 @dataclass
@@ -66,27 +97,112 @@ class RunSpec:
     numerics_check: bool = True
     timeout_s: float = 600.0
     env: dict[str, str] = field(default_factory=dict)
+    # toggle -> effective state the runner resolved; the worker refuses to measure a plan that differs
+    # (its own detection may see another device through spec.env). Empty: not checked.
+    expected_plan: dict[str, str] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
         return int(self.parallel.get("world_size", 1))
 
+    def requested_on(self) -> frozenset[str]:
+        return frozenset(t for t, on in self.toggles.items() if on)
+
+    def plan_mismatch(self, plan: RunPlan) -> str:
+        """Why `plan` (the worker's) is not the plan the runner resolved for this run; "" when it is."""
+        if not self.expected_plan:
+            return ""
+        got = plan.states()
+        diffs = [f"{t} {want} -> {got.get(t) or 'missing'}" for t, want in self.expected_plan.items()
+                 if got.get(t) != want]
+        diffs += [f"{t} not in the runner's plan" for t in got if t not in self.expected_plan]
+        if not diffs:
+            return ""
+        return (f"run {self.run_id}: the worker resolved a different plan than the runner ({'; '.join(diffs)}); "
+                f"its device detection differs (see the run's env: {sorted(self.env) or 'none'})")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> RunSpec:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in raw.items() if k in known})
+    def from_dict(cls, raw: dict[str, Any], where: str = "spec") -> RunSpec:
+        return cls(**_checked_keys(cls, raw, where))
+
+
+@dataclass
+class RunPlan:
+    """The effective plan of a run: toggle -> ToggleDecision (state, reason, implementation). Empty when no
+    plan was resolved (a run that failed before building its model)."""
+
+    decisions: dict[str, ToggleDecision] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, plan: Plan) -> RunPlan:
+        """The record of a resolved plan."""
+        return cls(dict(plan.decisions))
+
+    def __bool__(self) -> bool:
+        return bool(self.decisions)
+
+    def state(self, toggle: str) -> str:
+        """"on", "off", "inactive", or "" when the plan does not mention the toggle."""
+        decision = self.decisions.get(toggle)
+        return decision.state if decision else ""
+
+    def on(self, toggle: str) -> bool:
+        return self.state(toggle) == "on"
+
+    def effective_on(self) -> frozenset[str]:
+        return frozenset(t for t, d in self.decisions.items() if d.state == "on")
+
+    def states(self) -> dict[str, str]:
+        return {t: d.state for t, d in self.decisions.items()}
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {t: asdict(d) for t, d in self.decisions.items()}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = "plan") -> RunPlan:
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: expected an object, got {type(raw).__name__}")
+        decisions = {}
+        for toggle, entry in raw.items():
+            if not isinstance(entry, dict):
+                raise ValueError(f"{where}.{toggle}: expected an object, got {type(entry).__name__}")
+            name = entry.get("name", toggle)
+            if name != toggle:
+                raise ValueError(f"{where}.{toggle}: name {name!r} differs from its key")
+            decision = {"name": toggle, "reason": "", "impl": "", **entry}  # reason / impl: optional detail
+            decisions[toggle] = ToggleDecision(**_checked_keys(ToggleDecision, decision, f"{where}.{toggle}"))
+        return cls(decisions)
+
+
+@dataclass(frozen=True, order=True)
+class WorkloadShape:
+    """What a run computed apart from its toggles: runs are only comparable within one shape."""
+
+    model: str
+    device: str
+    dtype: str
+    world_size: int
+    batch_size: int
+    input_len: int
+    output_len: int
+    ragged: bool
+
+    def label(self) -> str:
+        ragged = " ragged" if self.ragged else ""
+        return (f"{self.model} {self.device} {self.dtype} ws={self.world_size} bs={self.batch_size} "
+                f"in={self.input_len}{ragged} out={self.output_len}")
 
 
 @dataclass
 class RunResult:
     run_id: str
     status: str  # one of STATUSES
-    spec: dict[str, Any]
+    spec: RunSpec
     error: str | None = None
-    plan: dict[str, dict[str, Any]] = field(default_factory=dict)  # toggle -> requested/state/reason/impl
+    plan: RunPlan = field(default_factory=RunPlan)
     # raw samples, milliseconds: ttft per timed iteration; tpot = every decode step of every timed iteration
     samples: dict[str, list[float]] = field(default_factory=dict)
     summary: dict[str, float | None] = field(default_factory=dict)  # SUMMARY_KEYS
@@ -96,28 +212,69 @@ class RunResult:
     started_at: str = ""
     wall_s: float = 0.0
 
+    # ---- views -----------------------------------------------------------------------------------
+    def shape(self) -> WorkloadShape:
+        s = self.spec
+        return WorkloadShape(model=str(s.model), device=s.device, dtype=s.dtype, world_size=s.world_size,
+                             batch_size=s.batch_size, input_len=s.input_len, output_len=s.output_len,
+                             ragged=s.ragged)
+
+    def effective_on(self) -> frozenset[str]:
+        """Toggles whose effective state is "on" in the run's plan."""
+        return self.plan.effective_on()
+
+    def ran_on(self) -> frozenset[str]:
+        """What actually ran: the plan's "on" toggles, the request when no plan was recorded."""
+        return self.plan.effective_on() if self.plan else self.spec.requested_on()
+
+    def selector_field(self, name: str) -> Any:
+        """A selector field: a spec key, world_size, req.<toggle> (bool) or eff.<toggle> (state)."""
+        if name.startswith("req."):
+            return bool(self.spec.toggles.get(name[4:], False))
+        if name.startswith("eff."):
+            return self.plan.state(name[4:])
+        if name == "world_size":
+            return self.spec.world_size
+        return getattr(self.spec, name, None)
+
+    def metric(self, name: str) -> float | None:
+        """A summary metric (SUMMARY_KEYS), None when not recorded."""
+        value = self.summary.get(name)
+        return None if value is None else float(value)
+
+    def finite_samples(self, key: str) -> list[float]:
+        """Raw samples under `key` without NaN/inf (a broken timer must not break every statistic)."""
+        return [float(x) for x in self.samples.get(key, []) if x is not None and math.isfinite(x)]
+
+    # ---- files -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, RunSpec | RunPlan) else value
+        return out
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> RunResult:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in raw.items() if k in known})
+    def from_dict(cls, raw: dict[str, Any], where: str = "result") -> RunResult:
+        """A record of any known schema version (older ones migrated); unknown keys are refused."""
+        raw = migrate(raw, where)
+        args = dict(_checked_keys(cls, {k: v for k, v in raw.items() if k != "schema_version"}, where))
+        args["spec"] = RunSpec.from_dict(args.get("spec", {}), f"{where}.spec")
+        args["plan"] = RunPlan.from_dict(args.get("plan") or {}, f"{where}.plan")
+        return cls(**args)
 
     def csv_row(self) -> dict[str, Any]:
         spec = self.spec
         row: dict[str, Any] = {
             "run_id": self.run_id, "status": self.status, "error": (self.error or "").splitlines()[-1:][0]
             if self.error else "",
-            "scenario": spec.get("scenario"), "device": spec.get("device"),
-            "world_size": int(spec.get("parallel", {}).get("world_size", 1)), "dtype": spec.get("dtype"),
-            "model": spec.get("model"), "batch_size": spec.get("batch_size"), "input_len": spec.get("input_len"),
-            "output_len": spec.get("output_len"), "ragged": spec.get("ragged"),
+            "scenario": spec.scenario, "device": spec.device, "world_size": spec.world_size, "dtype": spec.dtype,
+            "model": spec.model, "batch_size": spec.batch_size, "input_len": spec.input_len,
+            "output_len": spec.output_len, "ragged": spec.ragged,
         }
-        requested = spec.get("toggles", {})
         for t in TOGGLE_NAMES:
-            row[f"req.{t}"] = bool(requested.get(t, False))
-            row[f"eff.{t}"] = self.plan.get(t, {}).get("state", "")
+            row[f"req.{t}"] = bool(spec.toggles.get(t, False))
+            row[f"eff.{t}"] = self.plan.state(t)
         for key in SUMMARY_KEYS:
             row[key] = self.summary.get(key)
         row["max_abs_logit_diff"] = self.numerics.get("max_abs_logit_diff")
@@ -125,6 +282,20 @@ class RunResult:
         row["decode_ops_per_step"] = self.trace.get("decode_ops_per_step")
         row["wall_s"] = round(self.wall_s, 3)
         return row
+
+
+def migrate(raw: dict[str, Any], where: str = "result") -> dict[str, Any]:
+    """A result record brought up to SCHEMA_VERSION (a copy); a record from a newer perfbench is refused."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object, got {type(raw).__name__}")
+    version = raw.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"{where}: schema_version must be a positive integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"{where}: schema_version {version} is newer than this perfbench reads "
+                         f"({SCHEMA_VERSION}); upgrade perfbench to read it")
+    # 1 -> 2: only added fields (schema_version, spec.expected_plan), whose defaults say "not recorded".
+    return {**raw, "schema_version": SCHEMA_VERSION}
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -159,9 +330,50 @@ def load_results(folder: str | Path) -> list[RunResult]:
             raw = json.loads(line)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-        result = RunResult.from_dict(raw)
+        result = RunResult.from_dict(raw, f"{path}:{lineno}")
         by_id[result.run_id] = result
     return list(by_id.values())
+
+
+@dataclass
+class ResultFolder:
+    """A result (or baseline) folder as read: its runs by run_id, scenario.json and baseline.json if any."""
+
+    path: Path
+    runs: dict[str, RunResult]
+    scenario: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None  # baseline.json, for a saved baseline
+
+    @property
+    def results(self) -> list[RunResult]:
+        return list(self.runs.values())
+
+
+def _read_json_object(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_folder(path: str | Path, name: str | None = None) -> ResultFolder:
+    """Every command's folder loader: anything unreadable is a one-line UserError starting with `name` (how
+    the user gave the folder, e.g. "--baseline <path>"; default the path)."""
+    path = Path(path)
+    name = name or str(path)
+    if not path.exists():
+        raise UserError(f"{name}: no such folder")
+    if not path.is_dir():
+        raise UserError(f"{name}: not a folder (give a result or baseline folder)")
+    if not (path / "results.jsonl").is_file():
+        raise UserError(f"{name}: no results.jsonl (not a perfbench result or baseline folder)")
+    try:
+        results = load_results(path)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"{name}: unreadable results.jsonl ({err})") from None
+    return ResultFolder(path, {r.run_id: r for r in results}, _read_json_object(path / "scenario.json"),
+                        _read_json_object(path / "baseline.json"))
 
 
 def write_results(folder: str | Path, results: list[RunResult]) -> None:

@@ -16,10 +16,9 @@ Implementations (chosen once by the plan, see `model/optimizations.py`):
   cuda  F.rms_norm: ATen's fused CUDA kernel (quack on sm90/sm100); residual add as its own kernel.
   cpu   the reference math compiled by inductor into one generated C++ kernel per op (x read twice,
         written once).
-        Measured (1 thread): 1.4-6x faster than the reference on prefill-sized inputs ([512, 2048],
-        [8192, 256]), but each eager call pays ~60 us of dynamo guard / wrapper overhead, so on decode-sized
-        inputs ([1..64, 256..2048]) it is 1.5-4x SLOWER than the reference (80-120 us vs 20-85 us) unless
-        graph_mode compiles the whole decode step, where it is inlined.
+        Faster than the reference on prefill-sized inputs, but each eager call pays a fixed dynamo guard /
+        wrapper overhead, so on decode-sized inputs it is slower than the reference unless graph_mode
+        compiles the whole decode step, where it is inlined.
         NOTE: torch 2.13 has no fused CPU kernel behind F.rms_norm: `aten::_fused_rms_norm` is
         CompositeImplicitAutograd on CPU and runs pow, mean, add, rsqrt, mul, mul (profiled), i.e. the
         reference sequence; it is bit-identical to `rms_norm_ref` and only saves Python dispatch.

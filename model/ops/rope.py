@@ -135,12 +135,9 @@ def _apply_rope_compiled(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tupl
 def apply_rope_cpu(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     """`apply_rope_ref` compiled by inductor: q and k in one call, each written by one fused loop.
 
-    NOTE: an eager call of a compiled function pays ~60 us of dynamo guard / wrapper overhead on the 2-core
-    dev CPU, so at decode (T=1) outside graph_mode this path is SLOWER than the reference: 0.11-0.15 ms vs
-    0.06-0.10 ms (B=1/4; Nq16/Nkv2/D256/R64 and Nq4/Nkv2/D64/R16; fp32 and bf16). At T=512 it is
-    0.9-5x the reference's speed (Qwen3.5 heads, fp32 B=1: 1.4 vs 2.1 ms; bf16 B=4: 3.5 vs 17 ms; the tiny
-    D=64/R=16 head gains least). Under graph_mode the call is inlined into the decode graph and the
-    overhead goes away.
+    NOTE: an eager call of a compiled function pays a fixed dynamo guard / wrapper overhead, so at decode
+    (T=1) outside graph_mode this path is slower than the reference; it pays off on prefill-sized inputs.
+    Under graph_mode the call is inlined into the decode graph and the overhead goes away.
     """
     return _apply_rope_compiled(q, k, cos, sin)
 

@@ -25,10 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import stats
 from perfbench.errors import UserError
-from perfbench.results import SUMMARY_KEYS, RunResult
+from perfbench.results import SUMMARY_KEYS, RunResult, WorkloadShape
 
 # Metrics whose raw samples are kept (milliseconds per iteration / per decode step), so that a bootstrap CI
 # of a ratio of medians can be computed. Other metrics get point estimates only.
@@ -46,44 +46,6 @@ class Unavailable:
     """An analysis the results' design does not support, and why."""
 
     reason: str
-
-
-@dataclass(frozen=True, order=True)
-class WorkloadShape:
-    """What a run computed apart from its toggles: runs are only comparable within one shape."""
-
-    model: str
-    device: str
-    dtype: str
-    world_size: int
-    batch_size: int
-    input_len: int
-    output_len: int
-    ragged: bool
-
-    @classmethod
-    def of(cls, result: RunResult) -> WorkloadShape:
-        spec = result.spec
-        world_size = int(spec.get("parallel", {}).get("world_size", 1))
-        return cls(model=str(spec.get("model", "")), device=str(spec.get("device", "")),
-                   dtype=str(spec.get("dtype", "")), world_size=world_size,
-                   batch_size=int(spec.get("batch_size", 0)), input_len=int(spec.get("input_len", 0)),
-                   output_len=int(spec.get("output_len", 0)), ragged=bool(spec.get("ragged", False)))
-
-    def label(self) -> str:
-        ragged = " ragged" if self.ragged else ""
-        return (f"{self.model} {self.device} {self.dtype} ws={self.world_size} bs={self.batch_size} "
-                f"in={self.input_len}{ragged} out={self.output_len}")
-
-
-def finite_samples(result: RunResult, key: str) -> list[float]:
-    """The run's raw samples under `key`, without NaN/inf (a broken timer must not break every statistic)."""
-    return [float(x) for x in result.samples.get(key, []) if x is not None and math.isfinite(x)]
-
-
-def effective_on(result: RunResult) -> frozenset[str]:
-    """Toggles whose effective state is "on" in the run's plan."""
-    return frozenset(t for t in TOGGLE_NAMES if result.plan.get(t, {}).get("state") == "on")
 
 
 def toggle_order(toggles: Iterable[str]) -> list[str]:
@@ -165,16 +127,16 @@ def designs(results: Sequence[RunResult], metric: str) -> list[Design]:
         raise UserError(f"unknown metric `{metric}`; metrics are {', '.join(SUMMARY_KEYS)}")
     grouped: dict[WorkloadShape, dict[frozenset[str], list[RunResult]]] = {}
     for r in results:
-        value = r.summary.get(metric)
+        value = r.metric(metric)
         if r.status != "ok" or value is None or not math.isfinite(value) or value <= 0:
             continue
-        grouped.setdefault(WorkloadShape.of(r), {}).setdefault(effective_on(r), []).append(r)
+        grouped.setdefault(r.shape(), {}).setdefault(r.effective_on(), []).append(r)
     sample_key = SAMPLE_KEYS.get(metric)
     out = []
     for shape in sorted(grouped):
         design = Design(shape, metric)
         for on, runs in grouped[shape].items():
-            samples = tuple(x for r in runs for x in finite_samples(r, sample_key)) if sample_key else ()
+            samples = tuple(x for r in runs for x in r.finite_samples(sample_key)) if sample_key else ()
             design.cells[on] = Cell(on=on, value=stats.median([r.summary[metric] for r in runs]),
                                     samples=samples, run_ids=tuple(r.run_id for r in runs))
         out.append(design)

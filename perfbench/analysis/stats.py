@@ -1,7 +1,7 @@
 """Statistics over raw timing samples: point estimates, confidence intervals and one-sided regression tests.
 
-Pure functions over sequences of floats (numpy, no torch, no I/O, no formatting). Every docstring names its
-estimator so that a number in a report can be traced to how it was computed.
+Pure functions over sequences of floats (numpy and scipy.stats, no torch, no I/O, no formatting). Every
+docstring names its estimator so that a number in a report can be traced to how it was computed.
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 # Beyond this many pairs the exact U distribution costs more than it is worth; the normal approximation is
-# then within ~1e-3 of it (asv uses the same split between exact and asymptotic).
+# then within ~1e-3 of it.
 _EXACT_MAX_PAIRS = 2500
 
 
@@ -44,86 +46,36 @@ def percentile(values: Sequence[float], p: float) -> float:
     return float(np.percentile(_as_array(values), p, method="linear"))
 
 
-def summarize(values: Sequence[float]) -> dict[str, float]:
-    """count, mean, median, p90, p99 (linear interpolation), min, max, stdev (sample, ddof=1; 0.0 for one
-    value), iqr (p75 - p25, linear interpolation)."""
-    arr = _as_array(values)
-    p25, p50, p75, p90, p99 = np.percentile(arr, [25, 50, 75, 90, 99], method="linear")
-    return {
-        "count": float(arr.size),
-        "mean": float(arr.mean()),
-        "median": float(p50),
-        "p90": float(p90),
-        "p99": float(p99),
-        "min": float(arr.min()),
-        "max": float(arr.max()),
-        "stdev": float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
-        "iqr": float(p75 - p25),
-    }
-
-
-def _resampled_stat(arr: np.ndarray, stat: Callable[..., float], rng: np.random.Generator,
-                    n_boot: int) -> np.ndarray:
-    """`stat` of `n_boot` resamples (with replacement, same size) of `arr`."""
-    resamples = arr[rng.integers(0, arr.size, size=(n_boot, arr.size))]
-    # Vectorised paths for the common statistics; any other callable is applied row by row.
-    if stat is median or stat is np.median:
-        return np.median(resamples, axis=1)
-    if stat is np.mean:
-        return resamples.mean(axis=1)
-    return np.array([stat(row) for row in resamples], dtype=float)
-
-
 def _check_level(level: float) -> None:
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level!r}")
 
 
+def _bootstrap_interval(samples: tuple[np.ndarray, ...], statistic: Callable[..., Any], vectorized: bool,
+                        level: float, n_boot: int, seed: int) -> tuple[float, float]:
+    """Percentile-bootstrap interval (Efron) by scipy.stats.bootstrap, each sample resampled independently."""
+    result = scipy_stats.bootstrap(samples, statistic, vectorized=vectorized, paired=False, n_resamples=n_boot,
+                                   confidence_level=level, method="percentile",
+                                   rng=np.random.default_rng(seed))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
 def bootstrap_ci(values: Sequence[float], stat: Callable[..., float] = median, level: float = 0.95,
                  n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of `stat` (Efron): resample with replacement `n_boot` times
-    and take the (1-level)/2 and (1+level)/2 quantiles (linear interpolation) of the resampled statistic.
+    and take the (1-level)/2 and (1+level)/2 quantiles of the resampled statistic (scipy.stats.bootstrap).
     Deterministic for a given seed."""
     _check_level(level)
     arr = _as_array(values)
-    boot = _resampled_stat(arr, stat, np.random.default_rng(seed), n_boot)
-    tail = (1.0 - level) / 2.0
-    lo, hi = np.quantile(boot, [tail, 1.0 - tail])
-    return float(lo), float(hi)
-
-
-def _binom_half_cdf(n: int) -> np.ndarray:
-    """P(B <= k) for B ~ Binomial(n, 1/2), k = 0..n, computed in log space (no underflow for large n)."""
-    k = np.arange(1, n + 1)
-    log_pmf = np.concatenate([[0.0], np.cumsum(np.log((n - k + 1) / k))]) - n * math.log(2.0)
-    return np.cumsum(np.exp(log_pmf))
-
-
-def median_ci(values: Sequence[float], level: float = 0.99) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median from order statistics.
-
-    The interval is [x_(k), x_(n-k+1)] (1-based order statistics) with the largest k such that
-    2 * P(Binomial(n, 1/2) <= k-1) <= 1 - level, so its coverage is at least `level` for any continuous
-    distribution. Fallback: when n is too small for any k to reach `level` (n < 8 at 99 %, n < 6 at 95 %) the
-    interval is the sample range [min, max], whose coverage is only 1 - 2**(1-n); callers that need the
-    stated level must collect more samples.
-    """
-    _check_level(level)
-    arr = np.sort(_as_array(values))
-    n = arr.size
-    tail = (1.0 - level) / 2.0
-    cdf = _binom_half_cdf(n)
-    # k-1 must satisfy cdf[k-1] <= tail; the largest such k-1 is the count of cdf entries <= tail, minus one.
-    k = int(np.searchsorted(cdf, tail, side="right"))
-    if k < 1:
-        return float(arr[0]), float(arr[-1])
-    return float(arr[k - 1]), float(arr[n - k])
+    if stat is median or stat is np.median:
+        return _bootstrap_interval((arr,), lambda x, axis: np.median(x, axis=axis), True, level, n_boot, seed)
+    return _bootstrap_interval((arr,), stat, False, level, n_boot, seed)
 
 
 def ratio_ci(before: Sequence[float], after: Sequence[float], level: float = 0.95, n_boot: int = 2000,
              seed: int = 0, stat: Callable[..., float] = median) -> tuple[float, float, float]:
     """Ratio stat(after) / stat(before) (default: ratio of medians) with a percentile-bootstrap CI, both
-    samples resampled independently `n_boot` times. Deterministic for a given seed.
+    samples resampled independently `n_boot` times (scipy.stats.bootstrap). Deterministic for a given seed.
 
     Returns:
         (ratio, ci_low, ci_high).
@@ -134,58 +86,30 @@ def ratio_ci(before: Sequence[float], after: Sequence[float], level: float = 0.9
     point_before = float(stat(a))
     if point_before == 0.0:
         raise ValueError("before: statistic is 0, the ratio is undefined")
-    rng = np.random.default_rng(seed)
-    boot_before = _resampled_stat(a, stat, rng, n_boot)
-    boot_after = _resampled_stat(b, stat, rng, n_boot)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = boot_after / boot_before
-    ratios = ratios[np.isfinite(ratios)]  # a resample whose median is 0 has no ratio
-    tail = (1.0 - level) / 2.0
-    lo, hi = np.quantile(ratios, [tail, 1.0 - tail])
-    return float(stat(b)) / point_before, float(lo), float(hi)
-
-
-def _exact_u_counts(m: int, n: int) -> list[int]:
-    """Number of orderings of m a's and n b's giving U = 0..m*n: the coefficients of the Gaussian binomial
-    [m+n choose m]_q = prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i), built one exact polynomial factor at a
-    time (power series truncated at degree m*n, which leaves the lower coefficients exact)."""
-    coeffs = [1] + [0] * (m * n)
-    for i in range(1, m + 1):
-        step = n + i
-        for u in range(m * n, step - 1, -1):  # multiply by (1 - q^(n+i))
-            coeffs[u] -= coeffs[u - step]
-        for u in range(i, m * n + 1):  # divide by (1 - q^i), i.e. multiply by 1 + q^i + q^2i + ...
-            coeffs[u] += coeffs[u - i]
-    return coeffs
-
-
-def _normal_sf(z: float) -> float:
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-def _rank_with_ties(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mid-ranks (1-based, ties get the mean of their ranks) and the size of each tie group."""
-    order = np.argsort(values, kind="mergesort")
-    sorted_vals = values[order]
-    starts = np.flatnonzero(np.concatenate([[True], sorted_vals[1:] != sorted_vals[:-1]]))
-    sizes = np.diff(np.append(starts, values.size))
-    mid = starts + (sizes + 1) / 2.0  # mean of ranks starts+1 .. starts+sizes
-    ranks = np.empty(values.size)
-    ranks[order] = np.repeat(mid, sizes)
-    return ranks, sizes
+    if stat is median or stat is np.median:
+        def ratio(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.median(y, axis=axis) / np.median(x, axis=axis)
+        lo, hi = _bootstrap_interval((a, b), ratio, True, level, n_boot, seed)
+    else:
+        def ratio(x: np.ndarray, y: np.ndarray) -> float:
+            den = float(stat(x))
+            return float(stat(y)) / den if den else math.inf
+        lo, hi = _bootstrap_interval((a, b), ratio, False, level, n_boot, seed)
+    return float(stat(b)) / point_before, lo, hi
 
 
 def mann_whitney_u(a: Sequence[float], b: Sequence[float], alternative: str = "two-sided",
                    method: str = "auto") -> tuple[float, float]:
-    """Mann-Whitney U test (Wilcoxon rank-sum) of a against b.
+    """Mann-Whitney U test (Wilcoxon rank-sum) of a against b, by scipy.stats.mannwhitneyu.
 
     U is the statistic of `a`: the number of pairs (x in a, y in b) with x > y, ties counting 1/2.
     "greater" tests whether a tends to be larger than b, "less" smaller, "two-sided" either.
 
     p-value: exact null distribution of U when there are no ties and len(a) * len(b) <= 2500
     (`method="auto"`), two-sided = min(1, 2 * smaller tail); otherwise the normal approximation with the tie
-    correction of the variance and a 0.5 continuity correction (two-sided uses max(U, n_a*n_b - U)), as in
-    scipy.stats.mannwhitneyu. `method` may force "exact" (no ties only) or "asymptotic".
+    correction of the variance and a 0.5 continuity correction. `method` may force "exact" (no ties only) or
+    "asymptotic". Every value tied: U = len(a) * len(b) / 2 and p = 1 (no evidence either way).
 
     Returns:
         (U, p_value).
@@ -196,33 +120,16 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float], alternative: str = "t
         raise ValueError(f"method must be auto, exact or asymptotic, got {method!r}")
     x = _as_array(a, "a")
     y = _as_array(b, "b")
-    m, n = x.size, y.size
-    ranks, tie_sizes = _rank_with_ties(np.concatenate([x, y]))
-    u = float(ranks[:m].sum() - m * (m + 1) / 2.0)
-    has_ties = bool(np.any(tie_sizes > 1))
+    both = np.concatenate([x, y])
+    has_ties = np.unique(both).size < both.size
     if method == "exact" and has_ties:
         raise ValueError("exact Mann-Whitney p-values need samples without ties")
-    if method == "exact" or (method == "auto" and not has_ties and m * n <= _EXACT_MAX_PAIRS):
-        counts = _exact_u_counts(min(m, n), max(m, n))  # the distribution is symmetric in m and n
-        total = sum(counts)
-        k = int(round(u))
-        p_greater = sum(counts[k:]) / total
-        p_less = sum(counts[: k + 1]) / total
-        p = {"greater": p_greater, "less": p_less, "two-sided": min(1.0, 2.0 * min(p_greater, p_less))}
-        return u, float(p[alternative])
-    total_n = m + n
-    mu = m * n / 2.0
-    tie_term = float(np.sum(tie_sizes**3 - tie_sizes)) / (total_n * (total_n - 1))
-    sigma = math.sqrt(m * n / 12.0 * ((total_n + 1) - tie_term))
-    if sigma == 0.0:  # every value tied: no evidence either way
-        return u, 1.0
-    if alternative == "greater":
-        p = _normal_sf((u - mu - 0.5) / sigma)
-    elif alternative == "less":
-        p = _normal_sf((mu - u - 0.5) / sigma)
-    else:
-        p = min(1.0, 2.0 * _normal_sf((max(u, m * n - u) - mu - 0.5) / sigma))
-    return u, float(p)
+    if np.all(both == both[0]):
+        return x.size * y.size / 2.0, 1.0
+    if method == "auto":
+        method = "exact" if not has_ties and x.size * y.size <= _EXACT_MAX_PAIRS else "asymptotic"
+    result = scipy_stats.mannwhitneyu(x, y, alternative=alternative, method=method, use_continuity=True)
+    return float(result.statistic), float(result.pvalue)
 
 
 @dataclass(frozen=True)

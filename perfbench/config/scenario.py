@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from model.config import PRESETS, ConfigError, Qwen3_5MoeTextConfig, load_config
-from model.optimizations import TOGGLE_NAMES
 from model.parallel_config import ParallelConfig, ParallelConfigError
+from model.toggles import TOGGLE_NAMES
 from perfbench.config.schema import Section, opt, parse_section, read_yaml, with_overrides
 from perfbench.errors import UserError
 

@@ -179,30 +179,9 @@ def parse_section(cls: type[Section], raw: Any) -> Any:
     return cls(**kwargs)
 
 
-def _type_name(tp: Any) -> str:
-    if isinstance(tp, type) and not typing.get_args(tp):
-        return tp.__name__
-    return str(tp).replace("typing.", "").replace("perfbench.config.scenario.", "")
-
-
-def field_rows(cls: type[Section]) -> list[tuple[str, str, str, str]]:
-    """(key path, type, default, help) of every field, nested sections flattened (`perfbench list`, docs)."""
-    rows = []
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name == "recipe_extras":
-            continue
-        tp, _ = _optional(hints[f.name])
-        if isinstance(tp, type) and issubclass(tp, Section):
-            rows.extend(field_rows(tp))
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        rows.append((f"{cls.PATH}.{f.name}", _type_name(hints[f.name]), repr(default), f.metadata["help"]))
-    return rows
-
-
 # ---- YAML ------------------------------------------------------------------------------------------------
-def _check_duplicates(node: yaml.Node, path: str) -> None:
+def check_duplicate_keys(node: yaml.Node, path: str) -> None:
+    """UserError for a mapping that repeats a key (safe_load would keep the last one silently)."""
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
@@ -213,10 +192,10 @@ def _check_duplicates(node: yaml.Node, path: str) -> None:
                 if key in seen:
                     raise UserError(f"{sub}: duplicate key (lines {seen[key]} and {line}); keep one")
                 seen[key] = line
-            _check_duplicates(value_node, sub)
+            check_duplicate_keys(value_node, sub)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _check_duplicates(item, f"{path}[{i}]")
+            check_duplicate_keys(item, f"{path}[{i}]")
 
 
 def parse_yaml(text: str) -> Any:
@@ -224,7 +203,7 @@ def parse_yaml(text: str) -> Any:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         if node is not None:
-            _check_duplicates(node, "")
+            check_duplicate_keys(node, "")
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark

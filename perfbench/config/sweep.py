@@ -214,7 +214,7 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
                 enable_cache_compile=scenario.model_config.enable_cache_compile, warmup=measure.warmup,
                 iterations=measure.iterations, profile=bool(measure.profile),
                 numerics_check=measure.numerics_check, timeout_s=measure.timeout_s,
-                env={**pb.env, **combo.env})
+                env={**pb.env, **combo.env}, expected_plan={n: d.state for n, d in plan.decisions.items()})
             seen[key] = PlannedRun(spec, plan, combo.label)
             runs.append(seen[key])
     return SweepPlan(scenario, caps, runs, requested, device_present)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import stats
 from perfbench.gate.rules import (
     METRICS,
@@ -52,17 +52,6 @@ class CheckResult:
 
 # ---- reading runs --------------------------------------------------------------------------------
 
-def run_field(result: RunResult, name: str) -> Any:
-    """A selector field of a run: spec key, world_size, req.<toggle> (bool) or eff.<toggle> (state)."""
-    if name.startswith("req."):
-        return bool(result.spec.get("toggles", {}).get(name[4:], False))
-    if name.startswith("eff."):
-        return result.plan.get(name[4:], {}).get("state", "")
-    if name == "world_size":
-        return int(result.spec.get("parallel", {}).get("world_size", 1))
-    return result.spec.get(name)
-
-
 def _value_matches(name: str, actual: Any, wanted: Any) -> bool:
     if isinstance(wanted, list):
         return any(_value_matches(name, actual, w) for w in wanted)
@@ -76,7 +65,7 @@ def _value_matches(name: str, actual: Any, wanted: Any) -> bool:
 
 
 def selects(result: RunResult, selector: Selector) -> bool:
-    return all(_value_matches(name, run_field(result, name), wanted) for name, wanted in selector.items())
+    return all(_value_matches(name, result.selector_field(name), wanted) for name, wanted in selector.items())
 
 
 def metric_samples(result: RunResult, metric: Metric) -> list[float] | None:
@@ -94,12 +83,12 @@ def metric_samples(result: RunResult, metric: Metric) -> list[float] | None:
 def _tokens(result: RunResult, metric: Metric) -> float:
     """Tokens per latency sample: recovered from the summary (throughput x median latency, exact for ragged
     prompts too), else batch_size x input_len (prefill) or batch_size (decode)."""
-    throughput = result.summary.get(metric.summary_key)
-    latency = result.summary.get(f"{metric.samples}_median")
+    throughput = result.metric(metric.summary_key)
+    latency = result.metric(f"{metric.samples}_median")
     if throughput and latency:
         return float(throughput) * float(latency) / 1000.0
-    batch = int(result.spec.get("batch_size", 1))
-    return float(batch * int(result.spec.get("input_len", 1)) if metric.tokens == "prefill" else batch)
+    batch = result.spec.batch_size
+    return float(batch * result.spec.input_len if metric.tokens == "prefill" else batch)
 
 
 def _statistic(metric: Metric) -> Any:
@@ -117,8 +106,7 @@ def paired_values(first: RunResult, second: RunResult, metric: Metric) -> tuple[
     if a and b:
         stat = _statistic(metric)
         return float(stat(a)), float(stat(b)), a, b
-    va, vb = first.summary.get(metric.summary_key), second.summary.get(metric.summary_key)
-    return (None if va is None else float(va)), (None if vb is None else float(vb)), None, None
+    return first.metric(metric.summary_key), second.metric(metric.summary_key), None, None
 
 
 def fmt(value: float) -> str:
@@ -213,13 +201,13 @@ def check_toggles(rule: TogglesRule, base: RunResult, cur: RunResult) -> CheckRe
     """Every toggle effectively `on` in the baseline must still be `on` for the same run_id."""
     if not base.plan:
         return CheckResult(SKIP, "toggles", rule.name, cur.run_id, "baseline run has no plan")
-    was_on = [t for t, d in base.plan.items() if d.get("state") == "on"]
+    was_on = [t for t, d in base.plan.decisions.items() if d.state == "on"]
     lost = []
     for toggle in was_on:
-        now = cur.plan.get(toggle, {})
-        if now.get("state") != "on":
-            reason = f" ({now['reason']})" if now.get("reason") else ""
-            lost.append(f"{toggle} was on in the baseline, now {now.get('state') or 'missing'}{reason}")
+        now = cur.plan.decisions.get(toggle)
+        if now is None or now.state != "on":
+            reason = f" ({now.reason})" if now is not None and now.reason else ""
+            lost.append(f"{toggle} was on in the baseline, now {now.state if now else 'missing'}{reason}")
     details = {"was_on": was_on, "lost": lost}
     if lost:
         return CheckResult(FAIL, "toggles", rule.name, cur.run_id, "; ".join(lost), details)
@@ -265,7 +253,7 @@ def check_numerics(rule: NumericsRule, cur: RunResult) -> CheckResult:
     diff, tokens_match = numerics.get("max_abs_logit_diff"), numerics.get("tokens_match")
     if diff is None and tokens_match is None:
         return CheckResult(SKIP, "numerics", rule.name, cur.run_id, "no numerics recorded")
-    dtype = str(cur.spec.get("dtype", ""))
+    dtype = cur.spec.dtype
     bound = rule.max_abs_logit_diff.get(dtype, rule.max_abs_logit_diff.get("*"))
     problems, facts = [], []
     if diff is not None:
@@ -290,10 +278,8 @@ def _selector_toggles(rule: RatioRule) -> set[str]:
 
 
 def _other_toggles(result: RunResult, skip: set[str]) -> tuple[bool, ...]:
-    # What actually ran: effective state when the plan exists, the request otherwise.
-    if result.plan:
-        return tuple(result.plan.get(t, {}).get("state") == "on" for t in TOGGLE_NAMES if t not in skip)
-    return tuple(bool(result.spec.get("toggles", {}).get(t)) for t in TOGGLE_NAMES if t not in skip)
+    ran = result.ran_on()
+    return tuple(t in ran for t in TOGGLE_NAMES if t not in skip)
 
 
 def ratio_pairs(rule: RatioRule, current: list[RunResult]) -> list[tuple[RunResult, RunResult]]:
@@ -304,7 +290,7 @@ def ratio_pairs(rule: RatioRule, current: list[RunResult]) -> list[tuple[RunResu
     keys = [k for k in rule.match if k not in rule.numerator and k not in rule.denominator]
 
     def identity(r: RunResult) -> tuple[Any, ...]:
-        return (*(run_field(r, k) for k in keys), _other_toggles(r, skip))
+        return (*(r.selector_field(k) for k in keys), _other_toggles(r, skip))
 
     numerators = [r for r in ok if selects(r, rule.numerator)]
     denominators = [r for r in ok if selects(r, rule.denominator)]

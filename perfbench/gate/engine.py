@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 from perfbench.analysis import stats
+from perfbench.analysis.compare import match_runs
 from perfbench.errors import UserError
 from perfbench.gate.checks import (
     FAIL,
@@ -44,11 +45,11 @@ from perfbench.gate.checks import (
     check_toggles,
     mann_whitney_p,
     ratio_pairs,
-    run_field,
     selects,
 )
 from perfbench.gate.rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
-from perfbench.results import RunResult, atomic_write_json, atomic_write_text, load_results
+from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text
+from perfbench.results import load_folder as load_result_folder
 
 ENV_SPEC_KEYS = ("device", "dtype", "world_size", "model", "num_layers")
 # Keys of perfbench.environment.collect_environment, compared only where both runs recorded them. Software:
@@ -60,14 +61,6 @@ EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
 VOLATILE_ENV_KEYS = ("date",)  # differ between any two runs; left out when grouping environments
 BASELINE_KINDS = ("timing", "toggles", "op_count")
 BASELINE_FILES = ("results.jsonl", "results.csv", "scenario.json")
-
-
-@dataclass
-class ResultFolder:
-    path: Path
-    runs: dict[str, RunResult]
-    scenario: dict[str, Any] | None = None
-    provenance: dict[str, Any] | None = None  # baseline.json, for a saved baseline
 
 
 @dataclass
@@ -147,31 +140,12 @@ def _md_table(rows: list[CheckResult]) -> list[str]:
 
 # ---- folders -------------------------------------------------------------------------------------
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def load_folder(path: Path, role: str) -> ResultFolder:
-    """A result or baseline folder; anything unreadable is a one-line UserError naming the folder."""
-    if not path.exists():
-        raise UserError(f"--{role} {path}: no such folder")
-    if not path.is_dir():
-        raise UserError(f"--{role} {path}: not a folder (give a result or baseline folder)")
-    if not (path / "results.jsonl").is_file():
-        raise UserError(f"--{role} {path}: no results.jsonl (not a perfbench result or baseline folder)")
-    try:
-        results = load_results(path)
-    except (ValueError, TypeError, AttributeError) as err:
-        # TypeError/AttributeError: a line that is JSON but not a run record (missing run_id, a list, ...)
-        raise UserError(f"--{role} {path}: unreadable results.jsonl ({err})") from None
-    if not results:
+    """A result or baseline folder given as --`role`; one without runs cannot be gated (one-line UserError)."""
+    folder = load_result_folder(path, f"--{role} {path}")
+    if not folder.runs:
         raise UserError(f"--{role} {path}: results.jsonl holds no runs")
-    return ResultFolder(path, {r.run_id: r for r in results}, _read_json(path / "scenario.json"),
-                        _read_json(path / "baseline.json"))
+    return folder
 
 
 @dataclass(frozen=True)
@@ -198,8 +172,8 @@ def _torch_build(value: Any) -> str:
 
 
 def environment_diffs(base: RunResult, cur: RunResult) -> EnvironmentDiffs:
-    software = [f"{key} {run_field(base, key)} -> {run_field(cur, key)}" for key in ENV_SPEC_KEYS
-                if run_field(base, key) != run_field(cur, key)]
+    software = [f"{key} {base.selector_field(key)} -> {cur.selector_field(key)}" for key in ENV_SPEC_KEYS
+                if base.selector_field(key) != cur.selector_field(key)]
     software += _recorded_diffs(base, cur, ("torch",), _torch_version)
     software += _recorded_diffs(base, cur, SOFTWARE_ENV_KEYS)
     machine = _recorded_diffs(base, cur, MACHINE_ENV_KEYS) + _recorded_diffs(base, cur, ("torch",), _torch_build)
@@ -217,13 +191,15 @@ def _pair_runs(baseline: ResultFolder, current: ResultFolder,
     if base_name and cur_name and base_name != cur_name:
         checks.append(CheckResult(SKIP, "coverage", "scenario", None,
                                   f"scenarios differ: baseline '{base_name}', current '{cur_name}'"))
-    for rid in sorted(baseline.runs.keys() - current.runs.keys()):
-        checks.append(CheckResult(SKIP, "coverage", "missing", rid, "in the baseline, missing from current"))
-    for rid in sorted(current.runs.keys() - baseline.runs.keys()):
-        checks.append(CheckResult(SKIP, "coverage", "new", rid, "in current, not in the baseline"))
+    # the same run_id is the same measurement (a stable hash of what defines it): no looser matching here
+    matches, only_base, only_cur = match_runs(baseline.results, current.results, by_identity=False)
+    for r in sorted(only_base, key=lambda r: r.run_id):
+        checks.append(CheckResult(SKIP, "coverage", "missing", r.run_id, "in the baseline, missing from current"))
+    for r in sorted(only_cur, key=lambda r: r.run_id):
+        checks.append(CheckResult(SKIP, "coverage", "new", r.run_id, "in current, not in the baseline"))
     pairs = []
-    for rid in sorted(baseline.runs.keys() & current.runs.keys()):
-        base, cur = baseline.runs[rid], current.runs[rid]
+    for match in sorted(matches, key=lambda m: m.a.run_id):
+        base, cur, rid = match.a, match.b, match.a.run_id
         if base.status != "ok":
             checks.append(CheckResult(SKIP, "status", "status", rid,
                                       f"baseline status {base.status}, current {cur.status}: not compared"))

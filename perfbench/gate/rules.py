@@ -1,4 +1,7 @@
-"""Gate rules: the metric catalogue, the rule dataclasses, and the gate.yaml parser that checks every key.
+"""Gate rules: the metric catalogue, the rule models and the gate.yaml parser that checks every key.
+
+The rules are pydantic models (unknown and missing keys refused, `kind` picks the model); each value is
+checked by the functions below, so an error names the key path and the bad value.
 
 gate.yaml holds one list, `rules`, each entry a mapping with a `kind`, and optionally `correction: holm`
 (Holm-Bonferroni over the Mann-Whitney p-values of all timing checks, for sweeps of many runs; default none):
@@ -17,13 +20,15 @@ keys (batch_size, input_len, dtype, ...), world_size, `req.<toggle>` (requested,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
+from perfbench.config.schema import check_duplicate_keys
 from perfbench.errors import UserError
 from perfbench.results import RunSpec
 
@@ -71,7 +76,8 @@ METRICS: dict[str, Metric] = {
 TESTS = ("mann_whitney", "bootstrap")
 CORRECTIONS = ("none", "holm")
 EFFECTIVE_STATES = ("on", "off", "inactive")
-SELECTOR_FIELDS = (*(f for f in RunSpec.__dataclass_fields__ if f not in ("toggles", "parallel", "env")),
+_NOT_SELECTABLE = ("toggles", "parallel", "env", "expected_plan")  # mappings; toggles go through req./eff.
+SELECTOR_FIELDS = (*(f for f in RunSpec.__dataclass_fields__ if f not in _NOT_SELECTABLE),
                    "world_size", *(f"req.{t}" for t in TOGGLE_NAMES), *(f"eff.{t}" for t in TOGGLE_NAMES))
 # Pairs of a ratio rule agree on these unless the rule lists its own `match`.
 DEFAULT_MATCH = ("model", "num_layers", "device", "dtype", "world_size", "batch_size", "input_len",
@@ -82,60 +88,139 @@ DEFAULT_LOGIT_BOUNDS = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
 Selector = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class TimingRule:
-    metric: str
-    threshold: float = 0.10
-    alpha: float = 0.01
-    test: str = "mann_whitney"
-    where: Selector = field(default_factory=dict)
-    name: str = ""
-    kind: str = "timing"
+class ValueAt(ValueError):
+    """A rule value's problem: `message`, at `suffix` below the key (".eff.graph_mode" inside a selector)."""
+
+    def __init__(self, message: str, suffix: str = "") -> None:
+        super().__init__(message)
+        self.message, self.suffix = message, suffix
 
 
-@dataclass(frozen=True)
-class RatioRule:
-    metric: str
-    numerator: Selector
-    denominator: Selector
-    min: float | None = None
-    max: float | None = None
-    match: tuple[str, ...] = DEFAULT_MATCH
-    where: Selector = field(default_factory=dict)
-    name: str = ""
-    kind: str = "ratio"
+def _checked(check: Any) -> Any:
+    """A before-validator from a check(value, where) that raises UserError(f"{where}...: message"): every
+    value is checked by perfbench's own rules (so messages name the key path), never coerced by pydantic."""
+    def validate(value: Any) -> Any:
+        try:
+            return check(value, "")
+        except UserError as err:
+            suffix, _, message = str(err).partition(": ")
+            raise ValueAt(message, suffix) from None
+    return BeforeValidator(validate)
 
 
-@dataclass(frozen=True)
-class TogglesRule:
-    where: Selector = field(default_factory=dict)
-    name: str = "toggles"
-    kind: str = "toggles"
+def _metric(value: Any, where: str) -> str:
+    if value not in METRICS:
+        raise UserError(f"{where}: unknown metric {value!r}; allowed: {', '.join(METRICS)}")
+    return value
 
 
-@dataclass(frozen=True)
-class OpCountRule:
-    tolerance: float = 0.0
-    per_op: bool = True
-    where: Selector = field(default_factory=dict)
-    name: str = "op_count"
-    kind: str = "op_count"
+def _test(value: Any, where: str) -> str:
+    if value not in TESTS:
+        raise UserError(f"{where}: unknown test {value!r}; allowed: {', '.join(TESTS)}")
+    return value
 
 
-@dataclass(frozen=True)
-class NumericsRule:
+def _alpha(value: Any, where: str) -> float:
+    number = _number(value, where, low=0.0)
+    if not 0.0 < number < 1.0:
+        raise UserError(f"{where}: expected a number in (0, 1), got {value!r}")
+    return number
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _match(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: expected a list of run fields, got {value!r}")
+    for name in value:
+        _check_field(name, where)
+    return tuple(value)
+
+
+def _logit_bounds(value: Any, where: str) -> dict[str, float]:
+    if isinstance(value, dict):
+        return {_string(dtype, where): _number(bound, f"{where}.{dtype}", low=0.0) for dtype, bound in value.items()}
+    return {"*": _number(value, where, low=0.0)}
+
+
+Name = Annotated[str, _checked(lambda v, w: _string(v, w))]
+NonNegative = Annotated[float, _checked(lambda v, w: _number(v, w, low=0.0))]
+Bound = Annotated[float | None, _checked(lambda v, w: _number(v, w, low=0.0, exclusive=True))]
+Flag = Annotated[bool, _checked(_bool)]
+SelectorField = Annotated[Selector, _checked(lambda v, w: parse_selector(v, w))]
+
+
+class _Rule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TimingRule(_Rule):
+    metric: Annotated[str, _checked(_metric)]
+    threshold: NonNegative = 0.10
+    alpha: Annotated[float, _checked(_alpha)] = 0.01
+    test: Annotated[str, _checked(_test)] = "mann_whitney"
+    where: SelectorField = Field(default_factory=dict)
+    name: Name = ""
+    kind: Literal["timing"] = "timing"
+
+
+class RatioRule(_Rule):
+    metric: Annotated[str, _checked(_metric)]
+    numerator: SelectorField
+    denominator: SelectorField
+    min: Bound = None
+    max: Bound = None
+    match: Annotated[tuple[str, ...], _checked(_match)] = DEFAULT_MATCH
+    where: SelectorField = Field(default_factory=dict)
+    name: Name = ""
+    kind: Literal["ratio"] = "ratio"
+
+    @model_validator(mode="after")
+    def _a_bound(self) -> RatioRule:
+        if self.min is None and self.max is None:
+            raise ValueError("missing key 'min' (or 'max') (kind ratio)")
+        return self
+
+
+class TogglesRule(_Rule):
+    where: SelectorField = Field(default_factory=dict)
+    name: Name = "toggles"
+    kind: Literal["toggles"] = "toggles"
+
+
+class OpCountRule(_Rule):
+    tolerance: NonNegative = 0.0
+    per_op: Flag = True
+    where: SelectorField = Field(default_factory=dict)
+    name: Name = "op_count"
+    kind: Literal["op_count"] = "op_count"
+
+
+class NumericsRule(_Rule):
     # dtype -> bound; "*" applies to every dtype
-    max_abs_logit_diff: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LOGIT_BOUNDS))
-    tokens_match: bool = True
-    where: Selector = field(default_factory=dict)
-    name: str = "numerics"
-    kind: str = "numerics"
+    max_abs_logit_diff: Annotated[dict[str, float], _checked(_logit_bounds)] = Field(
+        default_factory=lambda: dict(DEFAULT_LOGIT_BOUNDS))
+    tokens_match: Flag = True
+    where: SelectorField = Field(default_factory=dict)
+    name: Name = "numerics"
+    kind: Literal["numerics"] = "numerics"
 
 
 Rule = TimingRule | RatioRule | TogglesRule | OpCountRule | NumericsRule
-RULE_CLASSES: dict[str, type] = {"timing": TimingRule, "ratio": RatioRule, "toggles": TogglesRule,
-                                 "op_count": OpCountRule, "numerics": NumericsRule}
-REQUIRED_KEYS = {"timing": ("metric",), "ratio": ("metric", "numerator", "denominator")}
+RULE_CLASSES: dict[str, type[_Rule]] = {"timing": TimingRule, "ratio": RatioRule, "toggles": TogglesRule,
+                                        "op_count": OpCountRule, "numerics": NumericsRule}
+
+
+class _RuleList(BaseModel):
+    """The `rules` list, each entry picked by its `kind`."""
+
+    rules: list[Annotated[Rule, Field(discriminator="kind")]]
 
 
 @dataclass(frozen=True)
@@ -147,14 +232,16 @@ class GateRules:
 
 def default_rules() -> GateRules:
     """TTFT and TPOT medians (10 % threshold, one-sided Mann-Whitney at alpha 0.01), toggles, numerics."""
-    return GateRules((TimingRule("tpot_ms"), TimingRule("ttft_ms"), TogglesRule(), NumericsRule()),
+    return GateRules((TimingRule(metric="tpot_ms"), TimingRule(metric="ttft_ms"), TogglesRule(), NumericsRule()),
                      "default rules")
 
 
 def load_rules(path: Path) -> GateRules:
     """Parse and validate gate.yaml; any problem is a one-line UserError naming the file and the key."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        raw = yaml.safe_load(text)
     except OSError as err:
         raise UserError(f"{path}: cannot read ({err.strerror})") from None
     except yaml.YAMLError as err:
@@ -162,6 +249,11 @@ def load_rules(path: Path) -> GateRules:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or err
         raise UserError(f"{path.name}: not valid YAML{where} ({problem})") from None
+    if node is not None:
+        try:
+            check_duplicate_keys(node, "")
+        except UserError as err:
+            raise UserError(f"{path.name}: {err}") from None
     return parse_rules(raw, path.name)
 
 
@@ -178,71 +270,39 @@ def parse_rules(raw: Any, source: str) -> GateRules:
     entries = raw["rules"]
     if not isinstance(entries, list) or not entries:
         raise UserError(f"{source}: rules: expected a non-empty list, got {entries!r}")
-    parsed = tuple(_parse_rule(entry, f"{source}: rules[{i}]") for i, entry in enumerate(entries))
-    return GateRules(parsed, source, correction)
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise UserError(f"{source}: rules[{i}]: expected a mapping with a `kind`, got {entry!r}")
+    try:
+        parsed = _RuleList.model_validate({"rules": entries}).rules
+    except ValidationError as err:
+        raise UserError(_first_error(err, entries, source)) from None
+    return GateRules(tuple(parsed), source, correction)
 
 
-def _parse_rule(entry: Any, where: str) -> Rule:
-    if not isinstance(entry, dict):
-        raise UserError(f"{where}: expected a mapping with a `kind`, got {entry!r}")
-    kind = entry.get("kind")
-    if kind not in RULE_CLASSES:
-        raise UserError(f"{where}.kind: unknown kind {kind!r}; allowed: {', '.join(RULE_CLASSES)}")
-    cls = RULE_CLASSES[kind]
-    allowed = [f for f in cls.__dataclass_fields__]
-    unknown = sorted(set(entry) - set(allowed))
-    if unknown:
-        raise UserError(f"{where}: unknown key '{unknown[0]}' for kind {kind}; allowed: {', '.join(allowed)}")
-    for key in REQUIRED_KEYS.get(kind, ()):
-        if key not in entry:
-            raise UserError(f"{where}: missing key '{key}' (kind {kind})")
-    values: dict[str, Any] = {}
-    for key, value in entry.items():
-        if key != "kind":
-            values[key] = _parse_value(kind, key, value, f"{where}.{key}")
-    if kind == "ratio" and values.get("min") is None and values.get("max") is None:
-        raise UserError(f"{where}: missing key 'min' (or 'max') (kind ratio)")
-    return cls(**values)
-
-
-def _parse_value(kind: str, key: str, value: Any, where: str) -> Any:
-    if key == "metric":
-        if value not in METRICS:
-            raise UserError(f"{where}: unknown metric {value!r}; allowed: {', '.join(METRICS)}")
-        return value
-    if key == "name":
-        return _string(value, where)
-    if key in ("threshold", "tolerance"):
-        return _number(value, where, low=0.0)
-    if key == "alpha":
-        number = _number(value, where, low=0.0)
-        if not 0.0 < number < 1.0:
-            raise UserError(f"{where}: expected a number in (0, 1), got {value!r}")
-        return number
-    if key in ("min", "max"):
-        return _number(value, where, low=0.0, exclusive=True)
-    if key == "test":
-        if value not in TESTS:
-            raise UserError(f"{where}: unknown test {value!r}; allowed: {', '.join(TESTS)}")
-        return value
-    if key in ("per_op", "tokens_match"):
-        if not isinstance(value, bool):
-            raise UserError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if key in ("where", "numerator", "denominator"):
-        return parse_selector(value, where)
-    if key == "match":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise UserError(f"{where}: expected a list of run fields, got {value!r}")
-        for name in value:
-            _check_field(name, where)
-        return tuple(value)
-    if key == "max_abs_logit_diff":
-        if isinstance(value, dict):
-            return {_string(dtype, where): _number(bound, f"{where}.{dtype}", low=0.0)
-                    for dtype, bound in value.items()}
-        return {"*": _number(value, where, low=0.0)}
-    raise AssertionError(f"no parser for {kind}.{key}")  # every dataclass field has a branch above
+def _first_error(err: ValidationError, entries: list[dict[str, Any]], source: str) -> str:
+    """pydantic's first error as perfbench's one line: `<file>: rules[i].<key>: <problem>`."""
+    # the first rule with a problem; in it, a bad kind, then unknown keys, then missing keys, then values
+    priority = {"union_tag_invalid": 0, "union_tag_not_found": 0, "extra_forbidden": 1, "missing": 2}
+    first = min(err.errors(), key=lambda e: (e["loc"][1], priority.get(e["type"], 3)))
+    loc = first["loc"]  # ("rules", i, kind, key, ...) or ("rules", i) for a bad kind
+    i = loc[1]
+    where = f"{source}: rules[{i}]"
+    kind = entries[i].get("kind")
+    keys = [str(part) for part in loc[3:]]
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return f"{where}.kind: unknown kind {kind!r}; allowed: {', '.join(RULE_CLASSES)}"
+    if first["type"] == "extra_forbidden":
+        allowed = ", ".join(RULE_CLASSES[kind].model_fields)
+        return f"{where}: unknown key '{keys[0]}' for kind {kind}; allowed: {allowed}"
+    if first["type"] == "missing":
+        return f"{where}: missing key '{keys[0]}' (kind {kind})"
+    error = (first.get("ctx") or {}).get("error")
+    if isinstance(error, ValueAt):
+        return f"{where}.{keys[0]}{error.suffix}: {error.message}"
+    if isinstance(error, ValueError):  # a whole-rule check
+        return f"{where}: {error}"
+    return f"{where}{''.join('.' + k for k in keys)}: {first['msg']}"
 
 
 def _string(value: Any, where: str) -> str:

@@ -7,10 +7,11 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from perfbench.profiling.ascend import AscendProfile, parse_ascend_dir
-from perfbench.profiling.capture import TraceCapture, capture_trace
 from perfbench.profiling.categories import CATEGORIES, categorize
 from perfbench.profiling.chrome import parse_chrome_trace
 from perfbench.profiling.events import COLUMNS, empty_events
@@ -26,12 +27,22 @@ from perfbench.profiling.tables import (
     write_tables,
 )
 
+if TYPE_CHECKING:
+    from perfbench.profiling.capture import TraceCapture, capture_trace
+
 __all__ = [
     "CATEGORIES", "COLUMNS", "AscendProfile", "LoadedTrace", "TraceCapture", "analyze_trace", "capture_trace",
     "categorize", "compute_vs_communication", "default_tables_dir", "empty_events", "load_trace",
     "op_counts_per_decode_step", "parse_ascend_dir", "parse_chrome_trace", "parse_trace_path", "per_category",
     "per_layer_type", "per_op", "per_phase", "write_tables",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # capture needs torch; parsing and tables do not (`perfbench trace` runs without torch)
+    if name in ("TraceCapture", "capture_trace"):
+        return getattr(importlib.import_module("perfbench.profiling.capture"), name)
+    raise AttributeError(f"module 'perfbench.profiling' has no attribute {name!r}")
 
 
 def default_tables_dir(path: Path) -> Path:

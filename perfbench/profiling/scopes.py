@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from model.tracing import PREFIX, parse_scope
+from model.tracing_names import PREFIX, parse_scope
 
 # Event kinds in a sweep. At equal start and duration the lower kind encloses the higher one, so an
 # annotation that starts and ends with its only op still encloses it.

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfbench.analysis.attribution import combo_label, effective_on
+from perfbench.analysis.attribution import combo_label
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Section, Text
 from perfbench.report.table import Column, Table
@@ -162,7 +162,7 @@ def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
         return section
     section.blocks.append(Text("From each run's profiled iteration (separate from the timed ones); the trace "
                                "tables under runs/<run_id>/tables/ hold every op.", note=True))
-    toggles = {r.run_id: combo_label(effective_on(r)) for r in ok}
+    toggles = {r.run_id: combo_label(r.effective_on()) for r in ok}
     for stem, label in BREAKDOWNS.items():
         section.blocks += _breakdown_blocks(stem, label, tables, toggles)
     for stem in tables.stems:

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfbench.errors import UserError
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
 from perfbench.report.latency import latency_section
 from perfbench.report.page import Section, write_page
 from perfbench.report.runs import environment_section, failures_section, numerics_section, plan_section
-from perfbench.results import RunResult, load_results
-
-
-def load_folder(folder: Path) -> list[RunResult]:
-    """The folder's results; a damaged results.jsonl is the user's input error, told in one line."""
-    if not folder.is_dir():
-        raise UserError(f"{folder}: not a folder")
-    try:
-        return load_results(folder)
-    except FileNotFoundError as err:
-        raise UserError(str(err)) from None
-    except (ValueError, TypeError) as err:
-        raise UserError(f"{folder}: results.jsonl is damaged: {err}") from None
+from perfbench.results import RunResult, load_folder
 
 
 def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
@@ -34,7 +21,7 @@ def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
 def build_report(folder: Path) -> Path:
     """Render the report of a result folder; returns the path of report.html."""
     folder = Path(folder)
-    results = load_folder(folder)
+    results = load_folder(folder).results
     ok = sum(r.status == "ok" for r in results)
     subtitle = f"{folder.resolve()} - {len(results)} runs, {ok} ok"
     html_path = folder / "report.html"

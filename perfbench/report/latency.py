@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from perfbench.analysis import stats
-from perfbench.analysis.attribution import WorkloadShape, combo_label, effective_on, finite_samples
+from perfbench.analysis.attribution import combo_label
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
@@ -19,12 +19,12 @@ LATENCIES = (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"))
 def latency_stats(result: RunResult, prefix: str, sample_key: str) -> dict[str, Any]:
     """median/p90/p99 from the summary (from the samples where the summary lacks them), n, and a percentile
     bootstrap CI of the median from the raw samples (needs two samples or more)."""
-    samples = finite_samples(result, sample_key)
+    samples = result.finite_samples(sample_key)
     out: dict[str, Any] = {f"{prefix}_n": len(samples)}
     derived = {"median": stats.median, "p90": lambda v: stats.percentile(v, 90),
                "p99": lambda v: stats.percentile(v, 99)}
     for name, estimator in derived.items():
-        value = result.summary.get(f"{prefix}_{name}")
+        value = result.metric(f"{prefix}_{name}")
         out[f"{prefix}_{name}"] = value if value is not None or not samples else estimator(samples)
     if len(samples) >= 2:
         out[f"{prefix}_ci_lo"], out[f"{prefix}_ci_hi"] = stats.bootstrap_ci(samples, level=CI_LEVEL)
@@ -33,11 +33,11 @@ def latency_stats(result: RunResult, prefix: str, sample_key: str) -> dict[str, 
 
 def latency_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     ok = sorted((r for r in results if r.status == "ok"),
-                key=lambda r: (WorkloadShape.of(r), combo_label(effective_on(r)), r.run_id))
+                key=lambda r: (r.shape(), combo_label(r.effective_on()), r.run_id))
     rows = []
     for r in ok:
-        row: dict[str, Any] = {"run_id": r.run_id, "shape": WorkloadShape.of(r).label(),
-                               "toggles_on": combo_label(effective_on(r))}
+        row: dict[str, Any] = {"run_id": r.run_id, "shape": r.shape().label(),
+                               "toggles_on": combo_label(r.effective_on())}
         for prefix, sample_key in LATENCIES:
             row.update(latency_stats(r, prefix, sample_key))
         for key in ("prefill_tok_s", "decode_tok_s", "compile_s", "first_ttft_ms", "peak_mem_mb"):

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from model.optimizations import TOGGLE_NAMES
-from perfbench.analysis.attribution import WorkloadShape, combo_label, effective_on
+from model.toggles import TOGGLE_NAMES
+from perfbench.analysis.attribution import combo_label
 from perfbench.report.page import Preformatted, Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
@@ -44,7 +44,7 @@ def read_scenario(folder: Path) -> tuple[dict[str, Any] | None, str]:
 def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section = Section("Environment and scenario")
     ok = sum(r.status == "ok" for r in results)
-    scenarios = sorted({str(r.spec.get("scenario", "")) for r in results} - {""})
+    scenarios = sorted({r.spec.scenario for r in results} - {""})
     summary = f"{len(results)} runs ({ok} ok, {len(results) - ok} not ok)"
     if scenarios:
         summary += f" from scenario {', '.join(scenarios)}"
@@ -81,12 +81,11 @@ def plan_section(results: Sequence[RunResult]) -> Section:
     columns += [Column(t, title_key=f"{t}.why", mark_key=t) for t in TOGGLE_NAMES]
     rows = []
     for r in results:
-        row: dict[str, Any] = {"run_id": r.run_id, "status": r.status, "shape": WorkloadShape.of(r).label()}
+        row: dict[str, Any] = {"run_id": r.run_id, "status": r.status, "shape": r.shape().label()}
         for t in TOGGLE_NAMES:
-            decision = r.plan.get(t, {})
-            row[t] = decision.get("state", "")
-            on = decision.get("state") == "on"
-            row[f"{t}.why"] = decision.get("impl") if on else decision.get("reason")
+            decision = r.plan.decisions.get(t)
+            row[t] = decision.state if decision else ""
+            row[f"{t}.why"] = (decision.impl if decision.state == "on" else decision.reason) if decision else None
         rows.append(row)
     if rows:
         section.blocks.append(Table("plan", columns, rows))
@@ -110,7 +109,7 @@ def numerics_section(results: Sequence[RunResult]) -> Section:
     columns += [Column(k) for k in extra]
     rows = []
     for r in checked:
-        row = {"run_id": r.run_id, "toggles_on": combo_label(effective_on(r))}
+        row = {"run_id": r.run_id, "toggles_on": combo_label(r.effective_on())}
         row.update({k: r.numerics.get(k) for k in ("max_abs_logit_diff", "tokens_match", *extra)})
         rows.append(row)
     section.blocks.append(Table("numerics", columns, rows))
@@ -129,8 +128,8 @@ def failures_section(results: Sequence[RunResult]) -> Section:
     rows = []
     for r in failed:
         error = (r.error or "").strip()
-        rows.append({"run_id": r.run_id, "status": r.status, "shape": WorkloadShape.of(r).label(),
-                     "requested_on": combo_label(t for t, on in r.spec.get("toggles", {}).items() if on),
+        rows.append({"run_id": r.run_id, "status": r.status, "shape": r.shape().label(),
+                     "requested_on": combo_label(r.spec.requested_on()),
                      "error": error.splitlines()[-1] if error else "(no error text)", "full_error": error})
     columns = [Column("run_id"), Column("status"), Column("shape"), Column("requested_on"),
                Column("error", title_key="full_error")]

@@ -16,26 +16,25 @@ Protocol (one process per run):
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import gc
 import hashlib
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from model import Qwen3_5MoeForCausalLM
 from model.backend import Capabilities, detect_capabilities, peak_memory_mb, synchronize, timed
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
-from model.tracing import scope_name
+from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.analysis import stats
-from perfbench.results import RunResult, RunSpec
+from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load
 from perfbench.run.cluster import is_result_writer
 
@@ -77,32 +76,22 @@ class Iteration:
 
 
 def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
-                  cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False,
-                  annotate: bool = False) -> Iteration:
-    """One prefill + (output_len - 1) decode steps, each timed with device synchronization."""
+                  cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False) -> Iteration:
+    """One prefill + (output_len - 1) decode steps of the model's own generation loop, each forward timed with
+    device synchronization (the loop's step hook)."""
     device = model.device.type
-    cache.reset()
+    seconds: dict[str, list[float]] = {"prefill": [], "decode": []}
 
-    def scopes(**fields: object) -> contextlib.AbstractContextManager:
-        # phase/step ranges sit outside a compiled decode graph, so they are recorded in every plan
-        return torch.profiler.record_function(scope_name(**fields)) if annotate else contextlib.nullcontext()
+    def timed_step(phase: str, step: int, forward: Callable[[], torch.Tensor]) -> torch.Tensor:
+        logits, dt_s = timed(device, forward)
+        seconds[phase].append(dt_s)
+        return logits
 
-    with scopes(phase="prefill"):
-        logits, ttft = timed(device, lambda: model.prefill(ids, seq_lens, cache))
-    tokens = [logits.argmax(-1)]
-    kept = [logits] if keep_logits else []
-    step_s = []
-    for i in range(output_len - 1):
-        with scopes(phase="decode", step=i):
-            logits, dt_s = timed(device, lambda: model.decode_step(tokens[-1], cache))
-        step_s.append(dt_s)
-        tokens.append(logits.argmax(-1))
-        if keep_logits:
-            kept.append(logits)
-    out = torch.stack(tokens, dim=1)
-    if out.shape[1] != output_len:
-        raise RuntimeError(f"generated {out.shape[1]} tokens per prompt, expected {output_len}")
-    return Iteration(ttft, step_s, out, torch.stack(kept, dim=1) if keep_logits else None)
+    tokens, logits = model.generate_padded(ids, seq_lens, cache, output_len, run_step=timed_step,
+                                           keep_logits=keep_logits)
+    if tokens.shape[1] != output_len:
+        raise RuntimeError(f"generated {tokens.shape[1]} tokens per prompt, expected {output_len}")
+    return Iteration(seconds["prefill"][0], seconds["decode"], tokens, logits)
 
 
 def build_model(spec: RunSpec, caps: Capabilities, toggles: dict[str, bool] | str,
@@ -160,6 +149,20 @@ def summarize(ttft_ms: list[float], tpot_ms: list[float], workload: Workload) ->
     return out
 
 
+class PlanMismatchError(RuntimeError):
+    """The model's plan is not the one the runner resolved and labelled the run with."""
+
+    def __init__(self, message: str, plan: RunPlan) -> None:
+        super().__init__(message)
+        self.plan = plan  # the worker's own, recorded with the error
+
+
+def check_plan(spec: RunSpec, plan: RunPlan) -> None:
+    mismatch = spec.plan_mismatch(plan)
+    if mismatch:
+        raise PlanMismatchError(mismatch, plan)
+
+
 def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -167,7 +170,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
 
     torch.manual_seed(spec.seed)
     caps = detect_capabilities(spec.device)
-    result = RunResult(run_id=spec.run_id, status="ok", spec=spec.to_dict(), started_at=started,
+    result = RunResult(run_id=spec.run_id, status="ok", spec=spec, started_at=started,
                        env=collect_environment(caps.device))
     reference = None
     if spec.numerics_check:
@@ -179,7 +182,8 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         torch.cuda.reset_peak_memory_stats()
     cache_dir = run_dir / "compile_cache" if spec.enable_cache_compile else None
     model = build_model(spec, caps, spec.toggles, cache_dir)
-    result.plan = model.plan.as_dict()
+    result.plan = RunPlan.of(model.plan)
+    check_plan(spec, result.plan)
     workload = make_workload(spec, model.config.vocab_size)
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
@@ -254,8 +258,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     layer_scopes = not model.plan.on("graph_mode")
     try:
         with capture_trace(model.device.type, trace_dir) as capture:
-            with model.scopes.enable() if layer_scopes else contextlib.nullcontext():
-                run_iteration(model, ids, seq_lens, cache, workload.output_len, annotate=True)
+            with model.scopes.enable(layers=layer_scopes):
+                run_iteration(model, ids, seq_lens, cache, workload.output_len)
         if not is_result_writer():
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])

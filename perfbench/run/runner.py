@@ -17,7 +17,7 @@ from model.backend import Capabilities, detect_capabilities
 from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
-from perfbench.results import RunResult, atomic_write_json, load_results, write_results
+from perfbench.results import RunPlan, RunResult, atomic_write_json, load_results, write_results
 from perfbench.run.cluster import NodeLaunch, launch_for
 from perfbench.run.environment import collect_environment
 from perfbench.run.executors.base import Executor
@@ -91,8 +91,8 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
         try:
             result = RunResult.from_dict(json.loads(result_path.read_text()))
         except (ValueError, TypeError) as err:
-            result = RunResult(spec.run_id, "error", spec.to_dict(), error=f"unreadable result.json: {err}")
-        result.plan = result.plan or planned.plan.as_dict()
+            result = RunResult(spec.run_id, "error", spec, error=f"unreadable result.json: {err}")
+        result.plan = result.plan or RunPlan.of(planned.plan)
         result.env = result.env or env
         result.started_at = result.started_at or started
         result.wall_s = result.wall_s or outcome.wall_s
@@ -107,8 +107,8 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
         status, why = "killed", f"killed by {signal_name(outcome.signal)} without a result"
     else:
         status, why = "error", f"worker exited with code {outcome.returncode} without a result"
-    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(),
-                     error=f"{why}\n{detail}".rstrip(), plan=planned.plan.as_dict(), env=dict(env),
+    return RunResult(run_id=spec.run_id, status=status, spec=spec,
+                     error=f"{why}\n{detail}".rstrip(), plan=RunPlan.of(planned.plan), env=dict(env),
                      started_at=started, wall_s=outcome.wall_s)
 
 

@@ -25,7 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
-from perfbench.results import RunResult, RunSpec, atomic_write_json
+from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
 from perfbench.run.cluster import is_result_writer
 
 FAULT_ENV = "PERFBENCH_FAULT"
@@ -75,8 +75,8 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
         from perfbench.run.measure import measure_run  # imported here: torch/model load only in the worker
 
         result = measure_run(spec, run_dir)
-    except Exception:  # noqa: BLE001 - every failure is recorded, the sweep goes on
-        result = RunResult(run_id=spec.run_id, status="error", spec=spec.to_dict(),
+    except Exception as err:  # noqa: BLE001 - every failure is recorded, the sweep goes on
+        result = RunResult(run_id=spec.run_id, status="error", spec=spec, plan=getattr(err, "plan", RunPlan()),
                            error=traceback.format_exc().rstrip(), started_at=started)
     if not result.started_at:
         result.started_at = started

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from model import Qwen3_5MoeForCausalLM
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from tests.hf_reference import random_prompts
 
 LENGTHS = [5, 37, 64, 130]

@@ -23,7 +23,7 @@ from typing import Any
 
 from perfbench.config.sweep import PlannedRun
 from perfbench.errors import UserError
-from perfbench.results import RunResult
+from perfbench.results import RunPlan, RunResult
 from perfbench.run.cluster import NodeLaunch
 from perfbench.run.executors.base import Finished
 
@@ -88,8 +88,8 @@ def _rendezvous_endpoint() -> str:
 def _ray_failure(planned: PlannedRun, env: dict[str, object], err: BaseException) -> Finished:
     spec = planned.spec
     why = " ".join(str(err).split())[:2000]
-    return planned, RunResult(run_id=spec.run_id, status="error", spec=spec.to_dict(),
-                              error=f"ray task failed: {type(err).__name__}: {why}", plan=planned.plan.as_dict(),
+    return planned, RunResult(run_id=spec.run_id, status="error", spec=spec,
+                              error=f"ray task failed: {type(err).__name__}: {why}", plan=RunPlan.of(planned.plan),
                               env=dict(env)), 0.0
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from model.backend import Capabilities
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.config.scenario import build_scenario
 from perfbench.config.sweep import combinations, expand, plan_sweep
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from model.optimizations import TOGGLE_NAMES
+from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.gate.checks import ratio_pairs
 from perfbench.gate.engine import ResultFolder, evaluate, load_folder, run_gate, save_baseline
 from perfbench.gate.rules import RatioRule, default_rules, load_rules, parse_rules
-from perfbench.results import RunResult, write_results
+from perfbench.results import RunPlan, RunResult, RunSpec, write_results
 
 REPO = Path(__file__).resolve().parents[3]
 SMOKE_GATE = REPO / "perfbench" / "scenarios" / "gates" / "ci_smoke_gate.yaml"
@@ -54,7 +54,8 @@ def make_run(run_id: str, *, tpot: list[float] | None = None, ttft: list[float] 
         samples["ttft_ms"] = ttft
     per_op = op_counts or {"aten::mm": 40.0, "aten::add": 80.0}
     trace = {} if ops is None else {"decode_ops_per_step": ops, "op_counts_per_decode_step": per_op}
-    return RunResult(run_id=run_id, status=status, spec=spec, plan=plan if status == "ok" else {},
+    return RunResult(run_id=run_id, status=status, spec=RunSpec.from_dict(spec),
+                     plan=RunPlan.from_dict(plan if status == "ok" else {}),
                      samples=samples, summary=summary or {}, trace=trace,
                      numerics=numerics if numerics is not None else {"max_abs_logit_diff": 1e-5,
                                                                      "tokens_match": True},
@@ -403,8 +404,10 @@ def test_folder_without_results_exit_2(tmp_path: Path) -> None:
      "error: gate.yaml: correction: unknown correction 'bonferroni'; allowed: none, holm"),
     ("- kind: toggles", "error: gate.yaml: expected a mapping with a `rules` list"),
     ("rules: [{kind: toggles}\n", "error: gate.yaml: not valid YAML at line "),
+    ("rules:\n  - kind: timing\n    metric: tpot_ms\n    metric: ttft_ms\n",
+     "error: gate.yaml: rules[0].metric: duplicate key (lines 3 and 4); keep one"),
 ], ids=["unknown-metric", "wrong-type", "missing-key", "ratio-bound", "unknown-key", "unknown-kind",
-        "unknown-field", "bad-state", "alpha-range", "empty", "correction", "not-mapping", "syntax"])
+        "unknown-field", "bad-state", "alpha-range", "empty", "correction", "not-mapping", "syntax", "duplicate"])
 def test_malformed_rules_exit_2(tmp_path: Path, text: str, expected: str) -> None:
     run = folder(tmp_path, "r", [make_run("r1")])
     result = gate("--baseline", str(run), "--current", str(run), "--rules", str(write_rules(tmp_path, text)))

@@ -6,7 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-from model.tracing import scope_name
+from model.tracing_names import scope_name
 
 # Header variants of kernel_details.csv (profiler_formats.md 3.1), PMU tails shortened.
 V1 = ("Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),"

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.tracing import scope_name
+from model.tracing_names import scope_name
 from perfbench.profiling.scopes import (
     EMPTY_SCOPE,
     OP,

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.optimizations import TOGGLE_NAMES
-from perfbench.analysis import stats
-from perfbench.results import RunResult, write_results
+from model.toggles import TOGGLE_NAMES
+from perfbench.results import RunPlan, RunResult, RunSpec, write_results
 
 INJECTION = "<script>alert(1)</script>"
 # toggle -> planted decode speed-up (time without / time with)
@@ -40,7 +39,8 @@ def synthetic_run(run_id: str, on: set[str], rng: np.random.Generator, *, batch_
     factor = slowdown / float(np.prod([SPEEDUPS[t] for t in on])) if on else slowdown
     ttft = list(BASE_TTFT_MS * batch_size * factor * (1 + 0.01 * rng.standard_normal(5)))
     tpot = list(BASE_TPOT_MS * factor * (1 + 0.01 * rng.standard_normal(40)))
-    t, d = stats.summarize(ttft), stats.summarize(tpot)
+    t = dict(zip(("median", "p90", "p99"), np.percentile(ttft, [50, 90, 99])))
+    d = dict(zip(("median", "p90", "p99"), np.percentile(tpot, [50, 90, 99])))
     summary = {"ttft_ms_median": t["median"], "ttft_ms_p90": t["p90"], "ttft_ms_p99": t["p99"],
                "tpot_ms_median": d["median"], "tpot_ms_p90": d["p90"], "tpot_ms_p99": d["p99"],
                "prefill_tok_s": batch_size * 32 / (t["median"] / 1000),
@@ -49,7 +49,8 @@ def synthetic_run(run_id: str, on: set[str], rng: np.random.Generator, *, batch_
     spec = {"run_id": run_id, "scenario": "synthetic", "device": "cpu", "dtype": "float32", "model": "tiny",
             "batch_size": batch_size, "input_len": 32, "output_len": 8, "parallel": {"world_size": 1},
             "toggles": {t: t in on or t in inactive for t in TOGGLE_NAMES}}
-    return RunResult(run_id=run_id, status="ok", spec=spec, plan=plan_for(on, inactive),
+    return RunResult(run_id=run_id, status="ok", spec=RunSpec.from_dict(spec),
+                     plan=RunPlan.from_dict(plan_for(on, inactive)),
                      samples={"ttft_ms": ttft, "tpot_ms": tpot}, summary=summary,
                      numerics={"max_abs_logit_diff": 1.5e-6 * len(on), "tokens_match": True,
                                "reference": "r-base"},
@@ -62,7 +63,8 @@ def failed_run(run_id: str, error: str, on: set[str] = frozenset()) -> RunResult
     spec = {"run_id": run_id, "scenario": INJECTION, "device": "cpu", "dtype": "float32", "model": "tiny",
             "batch_size": 2, "input_len": 32, "output_len": 8, "parallel": {"world_size": 1},
             "toggles": {t: t in on for t in TOGGLE_NAMES}}
-    return RunResult(run_id=run_id, status="error", spec=spec, error=error, plan=plan_for(set(on), set()))
+    return RunResult(run_id=run_id, status="error", spec=RunSpec.from_dict(spec), error=error,
+                     plan=RunPlan.from_dict(plan_for(set(on), set())))
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from model.toggles import ToggleDecision
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.report import build_report
@@ -165,8 +166,8 @@ def test_one_at_a_time_design_says_why_there_are_no_shapley_values(tmp_path, mak
 def test_plan_matrix_colours_states_and_gives_reasons(tmp_path, make_folder, planted):
     folder = make_folder(tmp_path, failed=False, drop=planted.run_ids[2:])
     results = load_results(folder)
-    results[0].plan["mm_all_reduce"] = {"requested": True, "state": "inactive",
-                                        "reason": "needs attn_tp_size > 1", "impl": ""}
+    results[0].plan.decisions["mm_all_reduce"] = ToggleDecision("mm_all_reduce", requested=True, state="inactive",
+                                                                reason="needs attn_tp_size > 1", impl="")
     write_results(folder, results)
     text = build_report(folder).read_text()
     assert 'class="mark mark-inactive" title="needs attn_tp_size &gt; 1">inactive</td>' in text
@@ -217,8 +218,9 @@ def test_a_second_report_removes_tables_it_no_longer_has(tmp_path, make_folder, 
 def test_bad_folders_are_one_line_user_errors(tmp_path):
     with pytest.raises(UserError, match="no results.jsonl"):
         build_report(tmp_path)
-    (tmp_path / "results.jsonl").write_text('{"run_id": "a", "status": "ok", "spec": {}}\n{oops\n')
-    with pytest.raises(UserError, match=r"results.jsonl is damaged: .*:2: not valid JSON"):
+    (tmp_path / "results.jsonl").write_text(
+        '{"run_id": "a", "status": "ok", "spec": {"run_id": "a", "scenario": "s"}}\n{oops\n')
+    with pytest.raises(UserError, match=r"unreadable results.jsonl \(.*:2: not valid JSON"):
         build_report(tmp_path)
 
 

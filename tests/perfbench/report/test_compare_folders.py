@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from perfbench.analysis.compare import match_runs
 from perfbench.cli import main
-from perfbench.report.compare import compare_folders, match_runs
+from perfbench.report.compare import compare_folders
 from perfbench.results import load_results, write_results
 
 

@@ -19,8 +19,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from model.backend import detect_capabilities
+from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
-from perfbench.config.scenario import SCENARIOS_DIR
+from perfbench.config.scenario import SCENARIOS_DIR, load_scenario
+from perfbench.config.sweep import plan_sweep
 from perfbench.results import RunSpec, load_results
 from perfbench.run import worker
 from perfbench.run.launcher import PROJECT_DIR, child_env, ending_signal, worker_command
@@ -45,7 +48,7 @@ def fault_scenario(tmp_path: Path, faults: list[str], timeout_s: float = 60,
 
 
 def by_fault(out: Path) -> dict[str, object]:
-    return {r.spec["env"][worker.FAULT_ENV]: r for r in load_results(out)}
+    return {r.spec.env[worker.FAULT_ENV]: r for r in load_results(out)}
 
 
 def alive_with(text: str) -> list[int]:
@@ -79,7 +82,7 @@ def test_failed_runs_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert results["kill"].status == "killed" and "SIGKILL" in results["kill"].error
     assert results["exit"].status == "error" and "exited with code 3" in results["exit"].error
     for r in results.values():
-        assert r.plan["chunk_gdr"]["state"] in ("on", "off") and r.env["device"] == "cpu"
+        assert r.plan.state("chunk_gdr") in ("on", "off") and r.env["device"] == "cpu"
         run_dir = out / "runs" / r.run_id
         assert (run_dir / "spec.json").is_file() and (run_dir / "worker.log").is_file()
     assert json.loads((out / "scenario.json").read_text())["name"] == "faults"
@@ -269,3 +272,26 @@ def test_only_local_rank_zero_of_node_zero_writes_the_result(tmp_path, monkeypat
     spec_path.write_text(json.dumps(RunSpec(run_id="r1", scenario="s").to_dict()))
     assert worker.main(["--spec", str(spec_path), "--out", str(tmp_path)]) == 1
     assert not (tmp_path / "result.json").exists()
+
+
+def test_worker_refuses_a_plan_other_than_the_runners(tmp_path):
+    """The runner labels a run with its plan; a worker whose own detection resolves another plan must not
+    measure under that label."""
+    expected = dict.fromkeys(TOGGLE_NAMES, "off")
+    expected["chunk_gdr"] = "on"  # the worker is asked for everything off, so it resolves chunk_gdr off
+    spec = RunSpec(run_id="r1", scenario="s", num_layers=1, input_len=8, output_len=2, iterations=1,
+                   profile=False, numerics_check=False, expected_plan=expected)
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec.to_dict()))
+    assert worker.main(["--spec", str(spec_path), "--out", str(tmp_path)]) == 1
+    result = json.loads((tmp_path / "result.json").read_text())
+    last_line = result["error"].splitlines()[-1]
+    assert result["status"] == "error" and "PlanMismatchError" in last_line
+    assert "different plan than the runner (chunk_gdr on -> off)" in last_line
+    assert result["plan"]["chunk_gdr"]["state"] == "off"  # the worker's own plan is kept for the record
+
+
+def test_sweep_hands_each_run_its_resolved_plan():
+    sweep = plan_sweep(load_scenario("ci_smoke"), detect_capabilities("cpu"))
+    for planned in sweep.runs:
+        assert planned.spec.expected_plan == {n: d.state for n, d in planned.plan.decisions.items()}

@@ -1,0 +1,117 @@
+"""Comparing runs: the one engine behind `perfbench compare` and `perfbench gate`.
+
+Runs of two folders match by run_id, then (for `compare`, on request) by what they computed: workload shape +
+effective toggle set. A matched pair's change in a metric is the ratio B / A of the summary value with its
+evidence from the raw samples: a two-sided Mann-Whitney U p-value below ALPHA, and the bootstrap CI of the
+ratio of medians excluding 1. Throughputs have no samples of their own; they are tested on the latency
+samples they derive from (prefill on TTFT, decode on TPOT: the rank test is the same for a quantity and its
+inverse) and their CI is the inverted latency CI. The gate's one-sided timing and ratio checks draw on the
+same `stats` estimators (perfbench/gate/checks.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from perfbench.analysis import stats
+from perfbench.analysis.attribution import higher_is_better
+from perfbench.results import RunResult, WorkloadShape
+
+ALPHA = 0.05
+CI_LEVEL = 0.95
+# metric -> raw samples it is tested on
+COMPARED = {"ttft_ms_median": "ttft_ms", "tpot_ms_median": "tpot_ms", "prefill_tok_s": "ttft_ms",
+            "decode_tok_s": "tpot_ms"}
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One metric of one matched pair. significant is None when there are too few samples to test."""
+
+    metric: str
+    a: float
+    b: float
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    significant: bool | None
+
+    @property
+    def ratio(self) -> float:
+        return self.b / self.a
+
+    @property
+    def direction(self) -> str:
+        """faster / slower / same, whatever the metric's direction."""
+        if self.ratio == 1.0:
+            return "same"
+        better = self.ratio > 1.0 if higher_is_better(self.metric) else self.ratio < 1.0
+        return "faster" if better else "slower"
+
+    @property
+    def verdict(self) -> str:
+        """"1.25x faster" when significant; "~ 1.01x slower" when not (or not testable)."""
+        factor = max(self.ratio, 1.0 / self.ratio)
+        text = "same" if self.direction == "same" else f"{factor:.3f}x {self.direction}"
+        return text if self.significant else f"~ {text}"
+
+
+def _pair_change(metric: str, a: RunResult, b: RunResult) -> MetricChange | None:
+    value_a, value_b = a.metric(metric), b.metric(metric)
+    if value_a is None or value_b is None or value_a <= 0 or value_b <= 0:
+        return None
+    sample_key = COMPARED[metric]
+    xs, ys = a.finite_samples(sample_key), b.finite_samples(sample_key)
+    if len(xs) < 2 or len(ys) < 2:
+        return MetricChange(metric, value_a, value_b, None, None, None, None)
+    _, p_value = stats.mann_whitney_u(ys, xs, alternative="two-sided")
+    _, lo, hi = stats.ratio_ci(xs, ys, level=CI_LEVEL)
+    if higher_is_better(metric):  # throughput ~ 1 / latency
+        lo, hi = 1.0 / hi, 1.0 / lo
+    significant = p_value < ALPHA and not lo <= 1.0 <= hi
+    return MetricChange(metric, value_a, value_b, lo, hi, p_value, significant)
+
+
+@dataclass
+class Match:
+    a: RunResult
+    b: RunResult
+    matched_by: str  # "run_id" or "shape+toggles"
+
+    @property
+    def label(self) -> str:
+        return self.a.run_id if self.a.run_id == self.b.run_id else f"{self.a.run_id} -> {self.b.run_id}"
+
+    def changes(self) -> list[MetricChange]:
+        if self.a.status != "ok" or self.b.status != "ok":
+            return []
+        return [c for c in (_pair_change(m, self.a, self.b) for m in COMPARED) if c is not None]
+
+
+def _identity(r: RunResult) -> tuple[WorkloadShape, frozenset[str]]:
+    return r.shape(), r.effective_on()
+
+
+def match_runs(runs_a: Sequence[RunResult], runs_b: Sequence[RunResult], by_identity: bool = True,
+               ) -> tuple[list[Match], list[RunResult], list[RunResult]]:
+    """Pairs (by run_id first, then, with `by_identity`, by shape + effective toggles, in order), runs only in
+    A, only in B."""
+    by_id_a = {r.run_id: r for r in runs_a}
+    matches = [Match(by_id_a[r.run_id], r, "run_id") for r in runs_b if r.run_id in by_id_a]
+    taken = {m.a.run_id for m in matches}
+    rest_a = [r for r in runs_a if r.run_id not in taken]
+    rest_b = [r for r in runs_b if r.run_id not in taken]
+    if not by_identity:
+        return matches, rest_a, rest_b
+    only_b = []
+    for r in rest_b:
+        same = next((x for x in rest_a if _identity(x) == _identity(r)), None)
+        if same is None:
+            only_b.append(r)
+        else:
+            rest_a.remove(same)
+            matches.append(Match(same, r, "shape+toggles"))
+    return matches, rest_a, only_b
+
+

@@ -1,0 +1,112 @@
+"""Result records: typed spec and plan, schema_version written and checked, unknown keys refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from model.toggles import ToggleDecision
+from perfbench.cli import main
+from perfbench.results import (
+    SCHEMA_VERSION,
+    RunPlan,
+    RunResult,
+    RunSpec,
+    WorkloadShape,
+    load_results,
+    write_results,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def a_result() -> RunResult:
+    spec = RunSpec(run_id="r1", scenario="s", batch_size=2, input_len=64, output_len=4,
+                   toggles={"chunk_gdr": True, "mm_all_reduce": True}, parallel={"world_size": 2})
+    plan = RunPlan({"chunk_gdr": ToggleDecision("chunk_gdr", True, "on", "", "chunked"),
+                    "mm_all_reduce": ToggleDecision("mm_all_reduce", True, "inactive", "needs attn_tp_size > 1", ""),
+                    "graph_mode": ToggleDecision("graph_mode", False, "off", "not requested", "")})
+    return RunResult(run_id="r1", status="ok", spec=spec, plan=plan, samples={"tpot_ms": [1.0, float("inf"), 2.0]},
+                     summary={"tpot_ms_median": 1.5})
+
+
+def test_record_round_trips_with_its_schema_version(tmp_path):
+    result = a_result()
+    write_results(tmp_path, [result])
+    raw = json.loads((tmp_path / "results.jsonl").read_text())
+    assert raw["schema_version"] == SCHEMA_VERSION
+    assert raw["plan"]["chunk_gdr"] == {"name": "chunk_gdr", "requested": True, "state": "on", "reason": "",
+                                        "impl": "chunked"}
+    (back,) = load_results(tmp_path)
+    assert back == result
+
+
+def test_views_answer_from_the_typed_spec_and_plan():
+    result = a_result()
+    assert result.shape() == WorkloadShape("tiny", "cpu", "float32", 2, 2, 64, 4, False)
+    assert result.effective_on() == {"chunk_gdr"}
+    assert result.spec.requested_on() == {"chunk_gdr", "mm_all_reduce"}
+    assert result.selector_field("world_size") == 2
+    assert result.selector_field("eff.mm_all_reduce") == "inactive"
+    assert result.selector_field("req.mm_all_reduce") is True
+    assert result.selector_field("batch_size") == 2
+    assert result.finite_samples("tpot_ms") == [1.0, 2.0]
+    no_plan = RunResult("r2", "error", result.spec)
+    assert no_plan.ran_on() == {"chunk_gdr", "mm_all_reduce"} and result.ran_on() == {"chunk_gdr"}
+
+
+def test_a_version_1_record_is_migrated(tmp_path):
+    raw = a_result().to_dict()
+    del raw["schema_version"]
+    del raw["spec"]["expected_plan"]
+    (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
+    (back,) = load_results(tmp_path)
+    assert back == a_result()
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.update(schema_version=SCHEMA_VERSION + 1), "newer than this perfbench reads"),
+    (lambda r: r.update(schema_version="2"), "schema_version must be a positive integer"),
+    (lambda r: r.update(speed=1), "unknown key 'speed'"),
+    (lambda r: r["spec"].update(batchsize=1), "spec: unknown key 'batchsize'"),
+    (lambda r: r["plan"]["chunk_gdr"].update(why="x"), "plan.chunk_gdr: unknown key 'why'"),
+    (lambda r: r["plan"]["chunk_gdr"].update(name="graph_mode"), "differs from its key"),
+    (lambda r: r["plan"]["chunk_gdr"].pop("state"), "plan.chunk_gdr: missing key 'state'"),
+    (lambda r: r["spec"].pop("scenario"), "spec: missing key 'scenario'"),
+])
+def test_bad_records_are_refused_naming_the_line_and_key(tmp_path, change, message):
+    raw = a_result().to_dict()
+    change(raw)
+    (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
+    with pytest.raises(ValueError, match=message) as err:
+        load_results(tmp_path)
+    assert "results.jsonl:1" in str(err.value)
+
+
+def test_a_newer_folder_is_a_one_line_error_in_the_cli(tmp_path):
+    raw = a_result().to_dict()
+    raw["schema_version"] = SCHEMA_VERSION + 1
+    (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
+    out = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert out.exit_code == 2 and "newer than this perfbench reads" in out.output
+    assert "Traceback" not in out.output and len(out.output.strip().splitlines()) == 1
+
+
+def test_the_committed_baseline_loads_at_the_current_version():
+    raws = [json.loads(line) for line in (REPO / "baselines/ci_smoke/results.jsonl").read_text().splitlines()]
+    assert {r["schema_version"] for r in raws} == {SCHEMA_VERSION}
+    assert len(load_results(REPO / "baselines/ci_smoke")) == len(raws)
+
+
+def test_plan_mismatch_names_the_toggles_that_differ():
+    result = a_result()
+    spec = RunSpec(run_id="r1", scenario="s", expected_plan={"chunk_gdr": "on", "mm_all_reduce": "on",
+                                                             "graph_mode": "off"})
+    message = spec.plan_mismatch(result.plan)
+    assert "mm_all_reduce on -> inactive" in message and "chunk_gdr" not in message
+    assert spec.plan_mismatch(RunPlan({**result.plan.decisions,
+                                       "mm_all_reduce": ToggleDecision("mm_all_reduce", True, "on", "", "")})) == ""
+    assert RunSpec(run_id="r1", scenario="s").plan_mismatch(result.plan) == ""  # nothing expected: unchecked
