@@ -135,6 +135,13 @@ def _inductor_cpu(ctx: PlanContext) -> str:
     return ""
 
 
+def _grouped_mm_dtype(ctx: PlanContext) -> str:
+    # torch._grouped_mm's CUDA kernel (experts_cuda) takes bf16 operands only.
+    if ctx.caps.device == "cuda" and ctx.dtype and ctx.dtype != "bfloat16":
+        return f"grouped matmul on cuda needs bfloat16 (model dtype is {ctx.dtype})"
+    return ""
+
+
 def _chunk_gdr_platform(ctx: PlanContext) -> str:
     # The recipe keeps the torch path on 950 (npu_recipe.md 2.1).
     if ctx.caps.device == "npu" and ctx.caps.npu_platform == "950":
@@ -198,6 +205,7 @@ TOGGLES: dict[str, ToggleSpec] = {
                    {"npu": "npu_moe_init_routing_v2 + npu_grouped_matmul + npu_swiglu + finalize_routing",
                     "cuda": "sorted grouped matmul (prefill) / gathered-weight bmm (decode)",
                     "cpu": "sorted grouped matmul (prefill, eager decode) / fused gather-reduce (graph decode)"},
+                   requires=(_grouped_mm_dtype,),
                    npu_ops=("npu_grouped_matmul", "npu_swiglu", "npu_moe_init_routing_v2",
                             "npu_moe_finalize_routing")),
     )

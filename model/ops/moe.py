@@ -176,9 +176,10 @@ def experts_cuda(
     """Prefill experts on CUDA: the sorted grouped matmul of `experts_grouped_cpu` on torch._grouped_mm's CUDA
     kernel. Contract of `experts_ref`.
 
-    NOTE: the CUDA kernel needs SM80+, bf16 operands and 16-byte aligned strides (H and I multiples of 8);
-    for fp32 models or older GPUs the plan binds `experts_gathered_cpu` (plain torch) instead. Decode on CUDA
-    uses `experts_gathered_cpu` too: its static shapes suit CUDA graphs.
+    NOTE: the CUDA kernel needs SM80+, bf16 operands and 16-byte aligned strides (H and I multiples of 8).
+    The plan makes grouped_moe inactive on CUDA for a model dtype other than bf16 (the loop over experts
+    runs then); SM80+ and the alignment are assumed, not checked. Decode on CUDA uses
+    `experts_gathered_cpu`: its static shapes suit CUDA graphs.
     """
     return _experts_sorted_grouped_mm(x, topk_ids, topk_weights, gate_up, down)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+import torch
 from click.testing import CliRunner
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
+from perfbench.tools.doctor import OpCheck, op_checks
 
 
 def test_doctor_prints_every_toggle_and_the_npu_reason():
@@ -32,3 +35,31 @@ def test_doctor_unknown_device_is_one_line_error():
     result = CliRunner().invoke(main, ["doctor", "--device", "tpu"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "--device" in result.output and "tpu" in result.output
+
+
+@pytest.mark.npu_emulated
+def test_npu_op_checks_use_each_ops_dtype_and_layout():
+    """Audit #45: FIA has no fp32 kernel, TND takes head_dim 128/192, and inputs must reach the device."""
+    checks = {c.name: c for c in op_checks("npu")}
+    gen = torch.Generator().manual_seed(0)
+    for name in ("attention_prefill", "attention_decode", "attention_prefill (TND)", "gdr_prefill (chunk)"):
+        assert checks[name].dtype == torch.bfloat16, name
+    assert checks["attention_prefill (TND)"].make_inputs(gen)[0].shape[-1] == 128
+
+
+@pytest.mark.npu_emulated
+def test_op_check_hands_the_fast_op_its_dtype_and_the_reference_fp32():
+    seen = {}
+
+    def fast(x, lens):
+        seen["fast"] = (x.dtype, lens.dtype)
+        return x
+
+    def ref(x, lens):
+        seen["ref"] = x.dtype
+        return x
+
+    check = OpCheck("probe", ref, fast, lambda g: (torch.randn(4, generator=g), torch.tensor([1, 2])), 1e-2,
+                    torch.bfloat16)
+    assert check.run(torch.Generator().manual_seed(0), "cpu") == 0.0
+    assert seen == {"fast": (torch.bfloat16, torch.int64), "ref": torch.float32}
