@@ -81,12 +81,20 @@ def report(folder: str) -> None:
 @click.argument("a", type=click.Path(exists=True, file_okay=False))
 @click.argument("b", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where compare.html/.csv go (default B).")
+@click.option("--band", "bands", multiple=True, metavar="METRIC=FRACTION",
+              help="Run-to-run band of a metric for one-round comparisons (default: perfbench/analysis/"
+                   "noise_band.py); repeatable.")
 @user_errors
-def compare(a: str, b: str, out_dir: str | None) -> None:
+def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None:
     """Compare result folders A (before) and B (after): ratio per metric with significance."""
+    from perfbench.analysis.noise_band import DEFAULT_BANDS, parse_band
     from perfbench.report.compare import compare_folders
 
-    click.echo(compare_folders(Path(a), Path(b), Path(out_dir) if out_dir else Path(b)))
+    try:
+        given = dict(parse_band(text) for text in bands)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    click.echo(compare_folders(Path(a), Path(b), Path(out_dir) if out_dir else Path(b), {**DEFAULT_BANDS, **given}))
 
 
 @main.command()

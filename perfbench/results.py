@@ -5,6 +5,7 @@ A result folder holds
   results.csv     one row per run (`CSV_COLUMNS` + req./eff. toggle columns)
   runs/<run_id>/  result.json, worker.log, trace/ (profiler output), tables/*.csv (parsed trace tables)
   scenario.json   the validated scenario the runs came from
+  compile_cache/  the sweep's shared compile cache (inductor; per combination on NPU)
 
 Every record carries `schema_version` (SCHEMA_VERSION): older records are migrated on load, newer ones and
 unknown keys are refused, so a committed baseline cannot drift without a clear error.
@@ -34,7 +35,8 @@ STATUSES = ("ok", "error", "timeout", "killed")
 SUMMARY_KEYS = (
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
     "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
-    "host_other_cores", "host_steal_cores", "host_spare_cores",
+    "host_other_cores", "host_steal_cores", "host_spare_cores", "host_loadavg_1m", "host_cpus", "host_cpu_mhz_min",
+    "host_cpu_mhz_max", "host_mem_pressure_avg10", "host_mem_available_frac", "iterations", "compile_cache_warm",
 )
 
 CSV_COLUMNS = (
@@ -43,16 +45,20 @@ CSV_COLUMNS = (
     *(f"req.{t}" for t in TOGGLE_NAMES), *(f"eff.{t}" for t in TOGGLE_NAMES),
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
     "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
-    "host_other_cores", "host_steal_cores", "host_spare_cores",
+    "host_other_cores", "host_steal_cores", "host_spare_cores", "host_loadavg_1m", "host_cpus", "host_cpu_mhz_min",
+    "host_cpu_mhz_max", "host_mem_pressure_avg10", "host_mem_available_frac", "iterations", "compile_cache_warm",
+    "stop_reason", "stable", "unstable_reason", "round", "combination",
     "max_abs_logit_diff",
     "tokens_match", "decode_ops_per_step", "wall_s",
 )
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Versions of a result record (one line of results.jsonl, or result.json):
 #   1  no `schema_version` key; otherwise the fields of version 2 without `spec.expected_plan`
 #   2  `schema_version`, `spec.expected_plan` (the runner's resolved plan, checked by the worker)
+#   3  samples.tpot_ms one per iteration (samples.tpot_steps_ms: every step); stop_reason, stability; spec
+#      adaptive-stopping and round fields
 # `migrate` brings an older record up to SCHEMA_VERSION; a newer one is refused.
 
 
@@ -92,7 +98,13 @@ class RunSpec:
     exe_mode: str = "ge_graph"
     enable_cache_compile: bool = False
     warmup: int = 1
-    iterations: int = 5
+    iterations: int = 5  # timed iterations at least (a fixed count when max_iterations is None)
+    max_iterations: int | None = None  # adaptive stopping (perfbench/run/stopping.py) up to this many
+    max_time_s: float | None = None  # ... or until this much timing
+    target_rel_ci: float | None = None  # ... or until the 95 % CI of each median is this narrow (relative)
+    round: int = 1  # interleaved rounds: this run's round (1-based) ...
+    rounds: int = 1  # ... of how many
+    combination: str = ""  # the run_id shared by every round of this combination ("" = run_id)
     profile: bool = True
     numerics_check: bool = True
     timeout_s: float = 600.0
@@ -104,6 +116,10 @@ class RunSpec:
     @property
     def world_size(self) -> int:
         return int(self.parallel.get("world_size", 1))
+
+    @property
+    def combination_id(self) -> str:
+        return self.combination or self.run_id
 
     def requested_on(self) -> frozenset[str]:
         return frozenset(t for t, on in self.toggles.items() if on)
@@ -203,7 +219,8 @@ class RunResult:
     spec: RunSpec
     error: str | None = None
     plan: RunPlan = field(default_factory=RunPlan)
-    # raw samples, milliseconds: ttft per timed iteration; tpot = every decode step of every timed iteration
+    # raw samples, milliseconds, one per timed iteration (the statistical unit): ttft_ms, tpot_ms (the mean
+    # of that iteration's decode steps); tpot_steps_ms: every decode step, for distribution plots only
     samples: dict[str, list[float]] = field(default_factory=dict)
     summary: dict[str, float | None] = field(default_factory=dict)  # SUMMARY_KEYS
     numerics: dict[str, Any] = field(default_factory=dict)  # max_abs_logit_diff, tokens_match, reference
@@ -211,6 +228,10 @@ class RunResult:
     env: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     wall_s: float = 0.0
+    stop_reason: str = ""  # why timing stopped: converged / max_iterations / max_time (perfbench/run/stopping.py)
+    # perfbench/run/stability.py: {"stable": bool, "reason": str, "metrics": {name: {"stable", "reason"}}};
+    # empty when not judged (a failed run, or a record from before verdicts existed)
+    stability: dict[str, Any] = field(default_factory=dict)
 
     # ---- views -----------------------------------------------------------------------------------
     def shape(self) -> WorkloadShape:
@@ -236,6 +257,11 @@ class RunResult:
         if name == "world_size":
             return self.spec.world_size
         return getattr(self.spec, name, None)
+
+    def is_stable(self) -> bool | None:
+        """The run's stability verdict; None when none was recorded."""
+        value = self.stability.get("stable")
+        return None if value is None else bool(value)
 
     def metric(self, name: str) -> float | None:
         """A summary metric (SUMMARY_KEYS), None when not recorded."""
@@ -277,6 +303,11 @@ class RunResult:
             row[f"eff.{t}"] = self.plan.state(t)
         for key in SUMMARY_KEYS:
             row[key] = self.summary.get(key)
+        row["stop_reason"] = self.stop_reason
+        row["stable"] = self.stability.get("stable", "")
+        row["unstable_reason"] = self.stability.get("reason", "")
+        row["round"] = spec.round
+        row["combination"] = spec.combination_id
         row["max_abs_logit_diff"] = self.numerics.get("max_abs_logit_diff")
         row["tokens_match"] = self.numerics.get("tokens_match")
         row["decode_ops_per_step"] = self.trace.get("decode_ops_per_step")
@@ -295,7 +326,23 @@ def migrate(raw: dict[str, Any], where: str = "result") -> dict[str, Any]:
         raise ValueError(f"{where}: schema_version {version} is newer than this perfbench reads "
                          f"({SCHEMA_VERSION}); upgrade perfbench to read it")
     # 1 -> 2: only added fields (schema_version, spec.expected_plan), whose defaults say "not recorded".
+    if version < 3:
+        raw = {**raw, "samples": _per_iteration_tpot(raw)}
     return {**raw, "schema_version": SCHEMA_VERSION}
+
+
+def _per_iteration_tpot(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 kept every decode step in samples.tpot_ms, iteration after iteration (output_len - 1 each):
+    those become tpot_steps_ms, and tpot_ms the mean of each iteration's steps."""
+    samples = dict(raw.get("samples") or {})
+    steps = samples.get("tpot_ms")
+    per_iteration = int((raw.get("spec") or {}).get("output_len", 0)) - 1
+    if not steps or per_iteration < 1 or len(steps) % per_iteration:
+        return samples
+    samples["tpot_steps_ms"] = steps
+    samples["tpot_ms"] = [sum(steps[i:i + per_iteration]) / per_iteration
+                          for i in range(0, len(steps), per_iteration)]
+    return samples
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -27,6 +27,7 @@ from itertools import combinations
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import stats
+from perfbench.analysis.speedup import paired_ratio_ci
 from perfbench.errors import UserError
 from perfbench.results import SUMMARY_KEYS, RunResult, WorkloadShape
 
@@ -64,13 +65,15 @@ class Cell:
     """The runs of one shape with one effective toggle set.
 
     value: median over the runs of the metric; samples: the runs' raw samples pooled (empty when the metric
-    keeps none).
+    keeps none); by_round: (round, the metric's value in that round) of runs from interleaved rounds, which
+    toggle effects pair with the same round of the other cell.
     """
 
     on: frozenset[str]
     value: float
     samples: tuple[float, ...]
     run_ids: tuple[str, ...]
+    by_round: tuple[tuple[int, float], ...] = ()
 
     @property
     def runs(self) -> str:
@@ -137,8 +140,9 @@ def designs(results: Sequence[RunResult], metric: str) -> list[Design]:
         design = Design(shape, metric)
         for on, runs in grouped[shape].items():
             samples = tuple(x for r in runs for x in r.finite_samples(sample_key)) if sample_key else ()
+            by_round = tuple((r.spec.round, float(r.summary[metric])) for r in runs if r.spec.rounds > 1)
             design.cells[on] = Cell(on=on, value=stats.median([r.summary[metric] for r in runs]),
-                                    samples=samples, run_ids=tuple(r.run_id for r in runs))
+                                    samples=samples, run_ids=tuple(r.run_id for r in runs), by_round=by_round)
         out.append(design)
     return out
 
@@ -168,7 +172,14 @@ class ToggleEffect:
 
 def _toggle_effect(design: Design, toggle: str, without: Cell, with_: Cell) -> ToggleEffect:
     lo = hi = None
-    if len(without.samples) >= 2 and len(with_.samples) >= 2:
+    paired = dict(with_.by_round)
+    # interleaved rounds: the ratio within each round (both measured minutes apart), the round as the unit
+    flip = higher_is_better(design.metric)  # a speed-up is without / with for latencies, with / without else
+    ratios = [(paired[k] / v if flip else v / paired[k])
+              for k, v in without.by_round if k in paired and v > 0 and paired[k] > 0]
+    if len(ratios) >= 2:
+        _, lo, hi = paired_ratio_ci(ratios)
+    elif len(without.samples) >= 2 and len(with_.samples) >= 2:
         # ratio_ci gives median(after) / median(before); "after" = without makes it a speed-up of a latency.
         before, after = (without, with_) if higher_is_better(design.metric) else (with_, without)
         _, lo, hi = stats.ratio_ci(before.samples, after.samples, level=CI_LEVEL)

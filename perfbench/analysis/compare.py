@@ -7,6 +7,11 @@ ratio of medians excluding 1. Throughputs have no samples of their own; they are
 samples they derive from (prefill on TTFT, decode on TPOT: the rank test is the same for a quantity and its
 inverse) and their CI is the inverted latency CI. The gate's one-sided timing and ratio checks draw on the
 same `stats` estimators (perfbench/gate/checks.py).
+
+Process-to-process variation: results of interleaved rounds are merged per combination first
+(perfbench/analysis/rounds.py); with two or more rounds on both sides the per-round medians are the samples
+tested (the round is the unit). With one round, the iteration samples are tested, and a change inside the
+metric's run-to-run band (perfbench/analysis/noise_band.py) is "no significant change".
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfbench.analysis import stats
+from perfbench.analysis import noise_band, stats
 from perfbench.analysis.attribution import higher_is_better
+from perfbench.analysis.rounds import merge_rounds, round_samples
 from perfbench.results import RunResult, WorkloadShape
 
 ALPHA = 0.05
@@ -36,6 +42,8 @@ class MetricChange:
     ci_high: float | None
     p_value: float | None
     significant: bool | None
+    basis: str = "iterations"  # "rounds": per-round medians tested; "iterations": iteration samples + band
+    in_band: bool = False  # inside the run-to-run band (only checked on the "iterations" basis)
 
     @property
     def ratio(self) -> float:
@@ -57,20 +65,25 @@ class MetricChange:
         return text if self.significant else f"~ {text}"
 
 
-def _pair_change(metric: str, a: RunResult, b: RunResult) -> MetricChange | None:
+def _pair_change(metric: str, a: RunResult, b: RunResult,
+                 bands: dict[str, float] | None = None) -> MetricChange | None:
     value_a, value_b = a.metric(metric), b.metric(metric)
     if value_a is None or value_b is None or value_a <= 0 or value_b <= 0:
         return None
     sample_key = COMPARED[metric]
-    xs, ys = a.finite_samples(sample_key), b.finite_samples(sample_key)
+    round_a, round_b = round_samples(a, sample_key), round_samples(b, sample_key)
+    basis = "rounds" if round_a and round_b else "iterations"
+    xs, ys = (round_a, round_b) if round_a and round_b else (a.finite_samples(sample_key),
+                                                              b.finite_samples(sample_key))
     if len(xs) < 2 or len(ys) < 2:
-        return MetricChange(metric, value_a, value_b, None, None, None, None)
+        return MetricChange(metric, value_a, value_b, None, None, None, None, basis)
     _, p_value = stats.mann_whitney_u(ys, xs, alternative="two-sided")
     _, lo, hi = stats.ratio_ci(xs, ys, level=CI_LEVEL)
     if higher_is_better(metric):  # throughput ~ 1 / latency
         lo, hi = 1.0 / hi, 1.0 / lo
-    significant = p_value < ALPHA and not lo <= 1.0 <= hi
-    return MetricChange(metric, value_a, value_b, lo, hi, p_value, significant)
+    in_band = basis == "iterations" and noise_band.inside(metric, value_b / value_a, bands)
+    significant = p_value < ALPHA and not lo <= 1.0 <= hi and not in_band
+    return MetricChange(metric, value_a, value_b, lo, hi, p_value, significant, basis, in_band)
 
 
 @dataclass
@@ -83,10 +96,10 @@ class Match:
     def label(self) -> str:
         return self.a.run_id if self.a.run_id == self.b.run_id else f"{self.a.run_id} -> {self.b.run_id}"
 
-    def changes(self) -> list[MetricChange]:
+    def changes(self, bands: dict[str, float] | None = None) -> list[MetricChange]:
         if self.a.status != "ok" or self.b.status != "ok":
             return []
-        return [c for c in (_pair_change(m, self.a, self.b) for m in COMPARED) if c is not None]
+        return [c for c in (_pair_change(m, self.a, self.b, bands) for m in COMPARED) if c is not None]
 
 
 def _identity(r: RunResult) -> tuple[WorkloadShape, frozenset[str]]:
@@ -96,7 +109,8 @@ def _identity(r: RunResult) -> tuple[WorkloadShape, frozenset[str]]:
 def match_runs(runs_a: Sequence[RunResult], runs_b: Sequence[RunResult], by_identity: bool = True,
                ) -> tuple[list[Match], list[RunResult], list[RunResult]]:
     """Pairs (by run_id first, then, with `by_identity`, by shape + effective toggles, in order), runs only in
-    A, only in B."""
+    A, only in B. Results of interleaved rounds are first merged per combination."""
+    runs_a, runs_b = merge_rounds(list(runs_a)), merge_rounds(list(runs_b))
     by_id_a = {r.run_id: r for r in runs_a}
     matches = [Match(by_id_a[r.run_id], r, "run_id") for r in runs_b if r.run_id in by_id_a]
     taken = {m.a.run_id for m in matches}

@@ -123,11 +123,23 @@ class MeasureSection(Section):
     PATH: ClassVar[str] = "perfbench.measure"
 
     warmup: int = opt(1, "untimed generate calls before timing (graph compile happens here)", min=0)
-    iterations: int = opt(5, "timed generate calls", min=1)
+    iterations: int | None = opt(None, "a fixed count of timed generate calls (sets min_iterations = "
+                                       "max_iterations); null: adaptive stopping", min=1)
+    min_iterations: int = opt(5, "adaptive stopping: timed calls at least", min=1)
+    max_iterations: int = opt(30, "adaptive stopping: timed calls at most", min=1)
+    max_time_s: float = opt(20.0, "adaptive stopping: stop once timing took this long", gt=0.0)
+    target_rel_ci: float = opt(0.03, "adaptive stopping: stop once the 95% CI of the TTFT and TPOT medians is "
+                                     "this narrow, relative to the median", gt=0.0)
     timeout_s: float = opt(600.0, "wall-clock limit of one run's process; past it the run is killed", gt=0.0)
     profile: bool | None = opt(None, "capture a profiler trace after timing (default "
                                      "model_config.enable_profiler, else true)")
     numerics_check: bool = opt(True, "compare logits and tokens against the all-off reference")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.iterations is None and self.max_iterations < self.min_iterations:
+            raise UserError(f"{self.PATH}.max_iterations: must be >= min_iterations ({self.min_iterations}), "
+                            f"got {self.max_iterations}")
 
 
 @dataclass
@@ -164,6 +176,9 @@ class SweepSection(Section):
                                         "(default sweep.toggles)")
     runs: list[ExplicitRun] = opt(list, "explicit design: the runs, a list of {toggle: bool} (a run may add "
                                         "env: {VAR: value}); any other design: extra runs appended to it")
+    rounds: int = opt(1, "interleaved rounds: every combination runs once per round, in a seeded random order "
+                         "per round; results merge per combination and the round is the statistical unit",
+                      min=1)
 
     def __post_init__(self) -> None:
         super().__post_init__()

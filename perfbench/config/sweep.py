@@ -107,7 +107,8 @@ class SweepPlan:
             f"{first.dtype if first else pb.dtype}, model {pb.model}{layers}, "
             f"world_size {sc.parallel_config.world_size}, exe_mode {sc.model_config.exe_mode}",
             f"design {pb.sweep.design}" + (f" over {', '.join(pb.sweep.varied())}"
-                                           if pb.sweep.design not in ("none", "explicit") else ""),
+                                           if pb.sweep.design not in ("none", "explicit") else "")
+            + (f", {pb.sweep.rounds} interleaved rounds (seeded order per round)" if pb.sweep.rounds > 1 else ""),
         ]
         if not self.device_present:
             lines.append(f"note: no {first.device if first else pb.device} here; plans show this machine's "
@@ -121,7 +122,7 @@ class SweepPlan:
         widths = [max(len(x) for x in col) for col in zip(header, *rows)]
         for row in (header, *rows):
             lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-        merged = [r for r in self.runs if r.stands_for]
+        merged = [r for r in self.runs if r.stands_for and r.spec.round == 1]
         if merged:
             lines.append("merged requests (same effective plan and shape, measured once):")
             lines += [f"  {r.spec.run_id} ({r.label}) also stands for {', '.join(r.stands_for)}"
@@ -212,12 +213,18 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
                 output_len=int(workload.output_len or 1), ragged=workload.ragged, toggles=dict(combo.toggles),
                 parallel=parallel_fields, exe_mode=exe_mode,
                 enable_cache_compile=scenario.model_config.enable_cache_compile, warmup=measure.warmup,
-                iterations=measure.iterations, profile=bool(measure.profile),
+                iterations=measure.iterations or measure.min_iterations,
+                max_iterations=None if measure.iterations else measure.max_iterations,
+                max_time_s=None if measure.iterations else measure.max_time_s,
+                target_rel_ci=None if measure.iterations else measure.target_rel_ci, profile=bool(measure.profile),
                 numerics_check=measure.numerics_check, timeout_s=measure.timeout_s,
                 env={**pb.env, **combo.env}, expected_plan={n: d.state for n, d in plan.decisions.items()})
             seen[key] = PlannedRun(spec, plan, combo.label)
             runs.append(seen[key])
-    return SweepPlan(scenario, caps, runs, requested, device_present)
+    from perfbench.config.rounds import interleave  # noqa: PLC0415 - rounds builds on PlannedRun
+
+    return SweepPlan(scenario, caps, interleave(runs, pb.sweep.rounds, int(pb.seed or 0)), requested,
+                     device_present)
 
 
 def expand(scenario: Scenario, caps: Capabilities) -> list[RunSpec]:

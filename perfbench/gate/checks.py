@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.toggles import TOGGLE_NAMES
-from perfbench.analysis import stats
+from perfbench.analysis import noise_band, stats
+from perfbench.analysis.rounds import ROUND_PREFIX
 from perfbench.gate.rules import (
     METRICS,
     Metric,
@@ -21,6 +22,7 @@ from perfbench.gate.rules import (
     Selector,
     TimingRule,
     TogglesRule,
+    TracePlanRule,
 )
 from perfbench.results import RunResult
 from perfbench.run.host_load import contention
@@ -68,11 +70,12 @@ def selects(result: RunResult, selector: Selector) -> bool:
     return all(_value_matches(name, result.selector_field(name), wanted) for name, wanted in selector.items())
 
 
-def metric_samples(result: RunResult, metric: Metric) -> list[float] | None:
-    """Raw samples of a metric (ms latencies, or tok/s derived from them), None when not recorded."""
+def metric_samples(result: RunResult, metric: Metric, per_round: bool = False) -> list[float] | None:
+    """Raw samples of a metric (ms latencies, or tok/s derived from them), None when not recorded; with
+    `per_round`, the per-round medians of a merged result (perfbench/analysis/rounds.py)."""
     if metric.samples is None:
         return None
-    raw = result.samples.get(metric.samples)
+    raw = result.samples.get(ROUND_PREFIX + metric.samples if per_round else metric.samples)
     if not raw:
         return None
     if metric.tokens is None:
@@ -101,8 +104,12 @@ def _statistic(metric: Metric) -> Any:
 def paired_values(first: RunResult, second: RunResult, metric: Metric) -> tuple[
         float | None, float | None, list[float] | None, list[float] | None]:
     """(value, value, samples, samples) of two runs from one estimator: the statistic of the raw samples when
-    both runs have them, else both summary values (samples None), so the two sides never mix estimators."""
-    a, b = metric_samples(first, metric), metric_samples(second, metric)
+    both runs have them, else both summary values (samples None), so the two sides never mix estimators.
+    When both are merged results of two or more rounds, the samples are the per-round medians (a round is a
+    process: the unit that carries process-to-process variation)."""
+    a, b = metric_samples(first, metric, per_round=True), metric_samples(second, metric, per_round=True)
+    if not (a and b and len(a) >= 2 and len(b) >= 2):
+        a, b = metric_samples(first, metric), metric_samples(second, metric)
     if a and b:
         stat = _statistic(metric)
         return float(stat(a)), float(stat(b)), a, b
@@ -188,9 +195,14 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
         if verdict.method == "no-overlap":
             overlap = "no overlap" if significant else "samples overlap"
             evidence += f" ({overlap}: too few samples for the U test)"
-    status = (FAIL if significant else INCONCLUSIVE) if exceeds else PASS
+    per_round = metric_samples(base, metric, per_round=True) and metric_samples(cur, metric, per_round=True)
+    in_band = not per_round and noise_band.inside(metric.summary_key, ratio)
+    status = (FAIL if significant and not in_band else INCONCLUSIVE) if exceeds else PASS
     if exceeds and not significant:
         evidence += " (not significant: inconclusive)"
+    elif exceeds and in_band:
+        evidence += (f" (inside the run-to-run band of {metric.summary_key}, one round per side: inconclusive; "
+                     "run more rounds)")
     return CheckResult(status, "timing", name, cur.run_id,
                        f"{_direction(metric, ratio)} ({values}), {evidence}, {threshold_text}", details)
 
@@ -273,6 +285,20 @@ def check_numerics(rule: NumericsRule, cur: RunResult) -> CheckResult:
     return CheckResult(PASS, "numerics", rule.name, cur.run_id, ", ".join(facts), details)
 
 
+def check_trace_plan(rule: TracePlanRule, cur: RunResult) -> CheckResult:
+    """The run's profiled trace matched its effective plan (recorded by the worker as `trace.plan_check`)."""
+    checks = (cur.trace or {}).get("plan_check")
+    if not checks:
+        return CheckResult(SKIP, "trace_plan", rule.name, cur.run_id, "no trace checked against the plan")
+    broken = [c["line"] for c in checks if c.get("ok") is False]
+    checked = sum(c.get("ok") is True for c in checks)
+    details = {"plan_check": checks}
+    if broken:
+        return CheckResult(FAIL, "trace_plan", rule.name, cur.run_id, "; ".join(broken), details)
+    return CheckResult(PASS, "trace_plan", rule.name, cur.run_id,
+                       f"{checked} toggle(s) match their trace signature", details)
+
+
 def _selector_toggles(rule: RatioRule) -> set[str]:
     return {key.split(".", 1)[1] for key in (*rule.numerator, *rule.denominator) if "." in key}
 
@@ -341,6 +367,12 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
 
 
 def contended(*runs: RunResult) -> str:
-    """Why the timings of these runs cannot decide because the machine was busy ("" when none was)."""
-    reasons = [f"{r.run_id}: {why}" for r in runs if (why := contention(r.summary))]
-    return "; ".join(reasons)
+    """Why the timings of these runs cannot decide ("" when they can): a run judged unstable
+    (perfbench/run/stability.py: noisy samples or a busy machine), or, for a record without a verdict, a busy
+    machine."""
+    def why(r: RunResult) -> str:
+        if r.is_stable() is False:
+            return f"unstable ({r.stability.get('reason') or 'no reason recorded'})"
+        return contention(r.summary)
+
+    return "; ".join(f"{r.run_id}: {reason}" for r in runs if (reason := why(r)))

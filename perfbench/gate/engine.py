@@ -31,6 +31,7 @@ import click
 
 from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
+from perfbench.analysis.rounds import merge_rounds
 from perfbench.errors import UserError
 from perfbench.gate.checks import (
     FAIL,
@@ -43,6 +44,7 @@ from perfbench.gate.checks import (
     check_ratio_pair,
     check_timing,
     check_toggles,
+    check_trace_plan,
     mann_whitney_p,
     ratio_pairs,
     selects,
@@ -249,8 +251,12 @@ def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) ->
             checks += [check_op_count(rule, b, c) for b, c in pairs if selects(c, rule.where)]
         elif rule.kind == "numerics":
             checks += [check_numerics(rule, c) for c in current_ok if selects(c, rule.where)]
+        elif rule.kind == "trace_plan":
+            # runs made without profiling have no trace to check: nothing to say about them
+            checks += [check_trace_plan(rule, c) for c in current_ok
+                       if selects(c, rule.where) and c.trace.get("plan_check")]
         else:
-            checks += _ratio_checks(rule, list(current.runs.values()))
+            checks += _ratio_checks(rule, merge_rounds(list(current.runs.values())))
     return report
 
 

@@ -11,6 +11,8 @@ gate.yaml holds one list, `rules`, each entry a mapping with a `kind`, and optio
   toggles   every toggle `on` in the baseline is still `on` for the same run_id
   op_count  decode ops per step (total, and per op) do not grow beyond the baseline by more than `tolerance`
   numerics  max_abs_logit_diff <= bound (per dtype or one number) and tokens_match
+  trace_plan  the profiled trace of every run matches its effective plan (each toggle's trace signature);
+            runs without a profiled trace are not checked
 
 Every kind accepts `where:` (a selector: which runs the rule applies to) and `name:` (label in the summary).
 A selector maps a run field to a value, a list of values, or a range {min: x, max: y}. Fields: the RunSpec
@@ -212,9 +214,16 @@ class NumericsRule(_Rule):
     kind: Literal["numerics"] = "numerics"
 
 
-Rule = TimingRule | RatioRule | TogglesRule | OpCountRule | NumericsRule
+class TracePlanRule(_Rule):
+    where: SelectorField = Field(default_factory=dict)
+    name: Name = "trace_plan"
+    kind: Literal["trace_plan"] = "trace_plan"
+
+
+Rule = TimingRule | RatioRule | TogglesRule | OpCountRule | NumericsRule | TracePlanRule
 RULE_CLASSES: dict[str, type[_Rule]] = {"timing": TimingRule, "ratio": RatioRule, "toggles": TogglesRule,
-                                        "op_count": OpCountRule, "numerics": NumericsRule}
+                                        "op_count": OpCountRule, "numerics": NumericsRule,
+                                        "trace_plan": TracePlanRule}
 
 
 class _RuleList(BaseModel):
@@ -231,9 +240,10 @@ class GateRules:
 
 
 def default_rules() -> GateRules:
-    """TTFT and TPOT medians (10 % threshold, one-sided Mann-Whitney at alpha 0.01), toggles, numerics."""
-    return GateRules((TimingRule(metric="tpot_ms"), TimingRule(metric="ttft_ms"), TogglesRule(), NumericsRule()),
-                     "default rules")
+    """TTFT and TPOT medians (10 % threshold, one-sided Mann-Whitney at alpha 0.01), toggles, numerics, and
+    traces matching their plans."""
+    return GateRules((TimingRule(metric="tpot_ms"), TimingRule(metric="ttft_ms"), TogglesRule(), NumericsRule(),
+                      TracePlanRule()), "default rules")
 
 
 def load_rules(path: Path) -> GateRules:

@@ -16,7 +16,7 @@ from perfbench.profiling.categories import CATEGORIES, categorize
 from perfbench.profiling.chrome import parse_chrome_trace
 from perfbench.profiling.events import COLUMNS, empty_events
 from perfbench.profiling.loading import LoadedTrace, load_trace, parse_trace_path
-from perfbench.profiling.summary import summarize
+from perfbench.profiling.summary import summarize, trace_steps
 from perfbench.profiling.tables import (
     compute_vs_communication,
     op_counts_per_decode_step,
@@ -58,6 +58,9 @@ def analyze_trace(path: Path, out_dir: Path | None) -> str:
     trace = load_trace(path)
     out = Path(out_dir) if out_dir is not None else default_tables_dir(path)
     written = write_tables(trace.events, out)
+    steps = out / "per_rank_steps.csv"
+    trace_steps(trace).to_csv(steps, index=False, float_format="%.3f")
+    written.append(steps)
     for name, table in trace.extra_tables.items():
         extra = out / f"{name}.csv"
         table.to_csv(extra, index=False)

@@ -16,8 +16,9 @@ import pandas as pd
 from perfbench.errors import UserError
 from perfbench.profiling.ascend_kernels import KernelDetails, kernel_events, read_kernel_details
 from perfbench.profiling.chrome import gc_paused, read_trace_json
+from perfbench.profiling.communication import read_communication, read_communication_matrix
 from perfbench.profiling.events import concat_events, empty_events
-from perfbench.profiling.trace_view import TraceView, read_trace_view, task_events
+from perfbench.profiling.trace_view import TraceView, host_events, read_trace_view, task_events
 
 OUTPUT_FOLDER = "ASCEND_PROFILER_OUTPUT"
 OUTPUT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json", "op_statistic.csv")
@@ -33,11 +34,6 @@ OP_STATISTIC_COLUMNS = {
     "Count": "count", "Total Time(us)": "total_us", "Min Time(us)": "min_us", "Avg Time(us)": "mean_us",
     "Max Time(us)": "max_us", "Ratio(%)": "share_pct",
 }
-# communication.json times are in ms (profiler_formats.md 4.5); the table converts them to µs.
-COMMUNICATION_TIMES = {
-    "Elapse Time(ms)": "elapse_us", "Transit Time(ms)": "transit_us", "Wait Time(ms)": "wait_us",
-    "Synchronization Time(ms)": "synchronization_us", "Idle Time(ms)": "idle_us",
-}
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 _PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 
@@ -46,10 +42,13 @@ _PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 class AscendProfile:
     """Everything read from one Ascend profiler folder (all ranks).
 
-    events: the events table (device kernels from kernel_details.csv; context from trace_view.json flows).
+    events: the events table: device kernels (kernel_details.csv, else trace_view.json; context from
+        trace_view.json flows) and the host cpu_ops of trace_view.json.
     kernels: kernel_details.csv rows under canonical headers + `start_ns` and `rank`.
     op_statistic, step_trace: those CSVs with unit-named columns (`total_us`, `computing_us`, ...) + `rank`.
     communication: one row per collective/p2p op of communication.json (times converted to µs) + `rank`.
+    communication_links: per op and link type (RDMA, SDMA and its HCCS/PCIE/SIO parts): size, time, bandwidth.
+    communication_matrix: communication_matrix.json, one row per (step, op group, src-dst link).
     missing_columns: expected kernel_details columns that were absent ("Stream ID (rank 0)").
     notes: one line per thing the user should know (missing files, Level0 N/A types, unattributed kernels).
     level: profiler level from profiler_info ("Level0/1/2"), else a guess from the columns, else "unknown".
@@ -60,6 +59,8 @@ class AscendProfile:
     op_statistic: pd.DataFrame = field(default_factory=pd.DataFrame)
     step_trace: pd.DataFrame = field(default_factory=pd.DataFrame)
     communication: pd.DataFrame = field(default_factory=pd.DataFrame)
+    communication_links: pd.DataFrame = field(default_factory=pd.DataFrame)
+    communication_matrix: pd.DataFrame = field(default_factory=pd.DataFrame)
     missing_columns: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     level: str = "unknown"
@@ -155,44 +156,18 @@ def _read_csv(path: Path, columns: dict[str, str], rank: int) -> pd.DataFrame:
     return table
 
 
-def read_communication(path: Path, rank: int) -> pd.DataFrame:
-    """communication.json -> one row per op: rank, step, kind (collective|p2p), op_name, group, *_us, size."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: cannot read it as JSON ({str(err).splitlines()[0]})") from None
-    rows = []
-    for step_key, kinds in data.items():
-        step_match = re.search(r"(\d+)$", step_key)
-        for kind, ops in (kinds or {}).items():
-            for op_key, info in (ops or {}).items():
-                if op_key == "Total Op Info" or not isinstance(info, dict):
-                    continue
-                op_name, _, group = op_key.partition("@")
-                times = info.get("Communication Time Info", {})
-                row = {"rank": rank, "step": int(step_match.group(1)) if step_match else None, "kind": kind,
-                       "op_name": op_name, "group": group}
-                for src, dst in COMMUNICATION_TIMES.items():
-                    value = times.get(src)
-                    row[dst] = float(value) * 1000.0 if value is not None else None
-                bandwidth = info.get("Communication Bandwidth Info", {})
-                row["transit_size_mb"] = sum(float(v.get("Transit Size(MB)", 0) or 0)
-                                             for v in bandwidth.values())
-                rows.append(row)
-    return pd.DataFrame(rows)
-
-
 def parse_ascend_dir(path: Path | str) -> AscendProfile:
     """Parse an Ascend profiler folder (one rank or a parent of several rank folders) into an AscendProfile.
 
-    Events have start_us relative to the first kernel start over all ranks and device durations in µs.
+    Events have start_us relative to the first kernel or host op over all ranks, durations in µs.
     """
     path = Path(path)
     folders = find_rank_folders(path)
     profile = AscendProfile(events=empty_events(), ranks=[f.rank for f in folders])
     parsed: list[tuple[_RankFolder, KernelDetails, dict]] = []
     views: list[tuple[_RankFolder, TraceView]] = []  # ranks with a trace_view.json but no kernel_details.csv
-    kernels, op_stats, step_traces, comms = [], [], [], []
+    host_views: list[tuple[_RankFolder, TraceView]] = []  # every trace_view.json: its host ops
+    kernels, op_stats, step_traces, comms, links, matrices = [], [], [], [], [], []
     levels: list[str] = []
     for folder in folders:
         out, tag = folder.output, f"rank {folder.rank}"
@@ -209,12 +184,17 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
         if (out / "op_statistic.csv").is_file():
             op_stats.append(_read_csv(out / "op_statistic.csv", OP_STATISTIC_COLUMNS, folder.rank))
         if (out / "communication.json").is_file():
-            comms.append(read_communication(out / "communication.json", folder.rank))
+            ops, op_links = read_communication(out / "communication.json", folder.rank)
+            comms.append(ops)
+            links.append(op_links)
+        if (out / "communication_matrix.json").is_file():
+            matrices.append(read_communication_matrix(out / "communication_matrix.json", folder.rank))
         if not has_kernels:
             levels.append(level or "unknown")
             if has_trace:
                 with gc_paused():
                     views.append((folder, read_trace_view(read_trace_json(out / "trace_view.json"))))
+                host_views.append(views[-1])
                 profile.notes.append(f"{tag}: kernels read from trace_view.json (no op types: "
                                      "categories come from kernel names)")
             continue
@@ -232,6 +212,7 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
             with gc_paused():
                 view = read_trace_view(read_trace_json(out / "trace_view.json"))
             scopes = view.scope_by_start()
+            host_views.append((folder, view))
             if view.tasks and view.attributed < len(view.tasks):
                 missing = len(view.tasks) - view.attributed
                 profile.notes.append(f"{tag}: {missing} of {len(view.tasks)} device tasks in trace_view.json "
@@ -240,13 +221,17 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
         kernels.append(details.table.assign(rank=folder.rank))
     firsts = [int(d.table["start_ns"].min()) for _, d, _ in parsed if len(d.table)]
     firsts += [min(t.start_ns for t in v.tasks) for _, v in views if v.tasks]
+    firsts += [min(v.host_start_ns) for _, v in host_views if v.host_start_ns]
     origin = min(firsts, default=0)
     profile.events = concat_events([kernel_events(d, f.rank, origin, s) for f, d, s in parsed]
-                                   + [task_events(v, f.rank, origin) for f, v in views])
+                                   + [task_events(v, f.rank, origin) for f, v in views]
+                                   + [host_events(v, f.rank, origin) for f, v in host_views])
     profile.kernels = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame()
     profile.op_statistic = pd.concat(op_stats, ignore_index=True) if op_stats else pd.DataFrame()
     profile.step_trace = pd.concat(step_traces, ignore_index=True) if step_traces else pd.DataFrame()
     profile.communication = pd.concat(comms, ignore_index=True) if comms else pd.DataFrame()
+    profile.communication_links = pd.concat(links, ignore_index=True) if links else pd.DataFrame()
+    profile.communication_matrix = pd.concat(matrices, ignore_index=True) if matrices else pd.DataFrame()
     known = sorted(set(levels) - {"unknown"})
     profile.level = "/".join(known) if known else "unknown"
     return profile

@@ -146,3 +146,18 @@ def _int_or_none(value: object) -> int | None:
         return int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return None
+
+
+def op_time_by_shape(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Kernel time per (rank, op Type, Input Shapes) where the profiler recorded shapes (record_shapes, or
+    Level1+): count, total_us, mean_us, min_us, max_us; largest total first. Empty without shapes."""
+    columns = ["rank", "op", "input_shapes", "count", "total_us", "mean_us", "min_us", "max_us"]
+    if kernels.empty or "Input Shapes" not in kernels or kernels["Input Shapes"].isna().all():
+        return pd.DataFrame(columns=columns)
+    op = kernels["Type"] if "Type" in kernels else kernels["Name"]
+    frame = pd.DataFrame({"rank": kernels["rank"], "op": op.fillna(kernels["Name"]),
+                          "input_shapes": kernels["Input Shapes"], "dur": kernels["Duration(us)"]})
+    frame = frame[frame["input_shapes"].notna()]
+    table = frame.groupby(["rank", "op", "input_shapes"], sort=False)["dur"].agg(
+        count="count", total_us="sum", mean_us="mean", min_us="min", max_us="max").reset_index()
+    return table.sort_values(["rank", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)

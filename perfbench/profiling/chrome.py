@@ -25,7 +25,16 @@ import pandas as pd
 from perfbench.errors import UserError
 from perfbench.profiling.categories import categorize
 from perfbench.profiling.events import events_from_columns, us_text_to_ns
-from perfbench.profiling.scopes import EMPTY_SCOPE, OP, RANGE, SCOPE, Scope, is_context_range, sweep
+from perfbench.profiling.scopes import (
+    EMPTY_SCOPE,
+    OP,
+    RANGE,
+    SCOPE,
+    Scope,
+    is_context_range,
+    step_windows,
+    sweep,
+)
 from perfbench.profiling.trace_view import trace_view_events
 
 # NOTE: orjson parses ~25% faster than the stdlib here; it is optional and gives the same result.
@@ -203,13 +212,19 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataF
         by_correlation.get(corr) or by_external.get(ext) or EMPTY_SCOPE for corr, ext in zip(d_corr, d_ext)
     ]
 
+    # Work launched from a thread without a `ProfilerStep#N` range (autograd backward) takes the step whose
+    # window holds it.
+    is_scope = kind_arr == SCOPE
+    windows = step_windows(start_arr[is_scope], dur_arr[is_scope], [h_name[i] for i in np.flatnonzero(is_scope)])
+    d_start = _times_ns(d_ts, origin)
+    d_scopes = windows.fill(d_scopes, d_start)
     op_idx = np.flatnonzero(kind_arr == OP)
-    host_scopes = [scopes[i] for i in op_idx.tolist()]
+    host_scopes = windows.fill([scopes[i] for i in op_idx.tolist()], start_arr[op_idx])
     host_names = [h_name[i] for i in op_idx.tolist()]
     names = host_names + d_name
     all_scopes = host_scopes + d_scopes
     n_host = len(host_names)
-    starts = np.concatenate([start_arr[op_idx], _times_ns(d_ts, origin)])
+    starts = np.concatenate([start_arr[op_idx], d_start])
     durs = np.concatenate([self_ns[op_idx], _durations_ns(d_dur)])
     return events_from_columns({
         "name": names,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -9,7 +10,9 @@ import pandas as pd
 
 from perfbench.errors import UserError
 from perfbench.profiling.ascend import find_rank_folders, parse_ascend_dir
+from perfbench.profiling.ascend_kernels import op_time_by_shape
 from perfbench.profiling.chrome import parse_chrome_trace
+from perfbench.profiling.communication import link_bandwidth
 from perfbench.profiling.events import concat_events
 
 NOT_A_TRACE = ("expected a torch profiler trace (.json / .json.gz), a torch_npu trace_view.json, a "
@@ -46,7 +49,11 @@ def _is_chrome_file(path: Path) -> bool:
 def _load_ascend(path: Path) -> LoadedTrace:
     profile = parse_ascend_dir(path)
     extra = {"ascend_step_trace_time": profile.step_trace, "ascend_op_statistic": profile.op_statistic,
-             "ascend_communication": profile.communication}
+             "ascend_communication": profile.communication,
+             "ascend_communication_links": profile.communication_links,
+             "ascend_link_bandwidth": link_bandwidth(profile.communication_links),
+             "ascend_communication_matrix": profile.communication_matrix,
+             "ascend_op_time_by_shape": op_time_by_shape(profile.kernels)}
     return LoadedTrace(path, "ascend", profile.events, profile.missing_columns, profile.notes,
                        {k: v for k, v in extra.items() if not v.empty}, profile.level, profile.ranks)
 
@@ -73,7 +80,8 @@ def load_trace(path: Path | str) -> LoadedTrace:
 
     A .json/.json.gz file is a chrome trace (Kineto, or torch_npu trace_view.json); a kernel_details.csv is
     read with its folder; a folder is an Ascend profiler folder (one rank or several) or else a folder of
-    chrome trace files (one per rank, e.g. tensorboard_trace_handler output).
+    chrome trace files (one per rank, e.g. tensorboard_trace_handler output), or a multi-rank run's trace
+    folder with one `rank<N>/` folder per rank.
     """
     path = Path(path)
     if not path.exists():
@@ -88,10 +96,27 @@ def load_trace(path: Path | str) -> LoadedTrace:
         find_rank_folders(path)
     except UserError:
         loaded = _load_chrome_folder(path)
+        if loaded is None and any(_RANK_FOLDER.match(p.name) for p in path.iterdir() if p.is_dir()):
+            events = rank_folder_events(path)  # a multi-rank run's trace/ folder: rank0/, rank1/, ...
+            loaded = LoadedTrace(path, "chrome", events, ranks=sorted(int(r) for r in events["rank"].unique()))
         if loaded is None:
             raise UserError(f"{path}: no trace in this folder; {NOT_A_TRACE}") from None
         return loaded
     return _load_ascend(path)
+
+
+_RANK_FOLDER = re.compile(r"^rank(\d+)$")
+
+
+def rank_folder_events(root: Path | str) -> pd.DataFrame:
+    """The events of every `rank<N>/` trace folder under `root` (one per rank, as a multi-rank run keeps them),
+    each with rank N; an empty table when there is none."""
+    frames = []
+    for folder in sorted(Path(root).iterdir()):
+        match = _RANK_FOLDER.match(folder.name)
+        if match and folder.is_dir():
+            frames.append(load_trace(folder).events.assign(rank=int(match.group(1))))
+    return concat_events(frames)
 
 
 def parse_trace_path(path: Path | str) -> pd.DataFrame:

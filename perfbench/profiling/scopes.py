@@ -156,3 +156,54 @@ def sweep(thread: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray, kind: np
     self_ns = np.maximum(dur_ns - np.asarray(child_ns, dtype=np.int64), 0)
     self_ns[kind != OP] = 0
     return scopes, self_ns
+
+
+def profiler_step(name: str) -> int | None:
+    """N of a `ProfilerStep#N` range name, else None."""
+    match = _PROFILER_STEP.match(name)
+    return int(match.group(1)) if match else None
+
+
+def step_windows(start_ns: np.ndarray, dur_ns: np.ndarray, names: Sequence[str]) -> StepWindows:
+    """The `ProfilerStep#N` ranges among events (start, duration, name per event), sorted by start."""
+    picked = [(int(s), int(s) + int(d), step) for s, d, name in zip(start_ns.tolist(), dur_ns.tolist(), names)
+              if (step := profiler_step(name)) is not None]
+    picked.sort()
+    return StepWindows(np.asarray([p[0] for p in picked], dtype=np.int64),
+                       np.asarray([p[1] for p in picked], dtype=np.int64), [p[2] for p in picked])
+
+
+class StepWindows(NamedTuple):
+    """Time windows of profiler steps (ns, same clock as the events they are applied to)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    steps: list[int]
+
+    def step_at(self, times_ns: np.ndarray) -> list[int | None]:
+        """The step whose window holds each time (the latest-starting one if windows overlap), else None."""
+        if not self.steps or len(times_ns) == 0:
+            return [None] * len(times_ns)
+        index = np.searchsorted(self.start_ns, np.asarray(times_ns, dtype=np.int64), side="right") - 1
+        inside = (index >= 0) & (np.asarray(times_ns) < self.end_ns[np.maximum(index, 0)])
+        return [self.steps[i] if ok else None for i, ok in zip(index.tolist(), inside.tolist())]
+
+    def fill(self, scopes: list[Scope], times_ns: np.ndarray) -> list[Scope]:
+        """`scopes` with the step of its window set where a scope has none (device work launched from a
+        thread that has no `ProfilerStep#N` range of its own, e.g. the autograd or DDP thread)."""
+        if not self.steps:
+            return scopes
+        missing = [i for i, s in enumerate(scopes) if s.step is None]
+        if not missing:
+            return scopes
+        found = self.step_at(np.asarray(times_ns, dtype=np.int64)[missing])
+        out = list(scopes)
+        filled: dict[tuple[Scope, int], Scope] = {}  # a trace repeats a few hundred scopes
+        for i, step in zip(missing, found):
+            if step is not None:
+                key = (out[i], step)
+                scope = filled.get(key)
+                if scope is None:
+                    scope = filled[key] = out[i]._replace(step=step)
+                out[i] = scope
+        return out

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from perfbench.profiling.cluster import link_pairs, per_rank_steps, rank_summary, slowest
+from perfbench.profiling.communication import link_bandwidth
 from perfbench.profiling.events import primary_side
 from perfbench.profiling.loading import LoadedTrace
 from perfbench.profiling.tables import (
@@ -62,6 +64,43 @@ def _compute_vs_communication(events: pd.DataFrame) -> str:
     return text + (f" over {steps} step{'s' if steps != 1 else ''}" if steps else "")
 
 
+def trace_steps(trace: LoadedTrace) -> pd.DataFrame:
+    """`cluster.per_rank_steps` of a loaded trace (its events, and the profiler's step_trace_time.csv)."""
+    return per_rank_steps(trace.events, trace.extra_tables.get("ascend_step_trace_time"))
+
+
+def cluster_lines(steps: pd.DataFrame, links: pd.DataFrame | None = None,
+                  matrix: pd.DataFrame | None = None) -> list[str]:
+    """The cluster section: per-rank step table (`cluster.per_rank_steps` rows), the slowest rank, bandwidth per
+    link type and the slowest link of the communication matrix, where the profiler wrote those."""
+    ranks = rank_summary(steps)
+    if ranks.empty:
+        return []
+    sources = steps.groupby("rank")["source"].first()
+    lines = ["per rank (mean per step):",
+             f"  {'rank':>4} {'steps':>5} {'step':>11} {'compute':>11} {'communication':>13} {'wait':>11}  from"]
+    for row in ranks.itertuples(index=False):
+        lines.append(f"  {row.rank:>4} {row.steps:>5} {format_us(row.step_us):>11} {format_us(row.compute_us):>11}"
+                     f" {format_us(row.communication_us):>13} {format_us(row.wait_us):>11}  {sources[row.rank]}")
+    rank, pct = slowest(ranks, "rank", "step_us")
+    if rank is not None:
+        lines.append(f"slowest rank: {rank}, steps {pct:.2f}% longer than the median rank's")
+    if links is not None and len(links):
+        lines.append("bandwidth per link type:")
+        for link, group in link_bandwidth(links).groupby("link", sort=True):
+            part = group["part_of"].dropna()
+            label = f"{link} (part of {part.iloc[0]})" if len(part) else link
+            values = ", ".join(f"rank {r.rank} {r.bandwidth_gb_s:.2f} GB/s" for r in group.itertuples())
+            lines.append(f"  {label}: {values}")
+    if matrix is not None and len(matrix):
+        pairs = link_pairs(matrix)
+        link, pct = slowest(pairs, "link", "bandwidth_gb_s", higher_is_slower=False)
+        if link is not None:
+            lines.append(f"slowest link: {link}, bandwidth {pct:.2f}% below the median link's "
+                         f"({len(pairs)} links in communication_matrix.json)")
+    return lines
+
+
 def summarize(trace: LoadedTrace, written: list[Path]) -> str:
     """A few lines: what was parsed, top categories with time and share, compute vs communication, decode ops
     per step, missing columns and notes, and where the CSVs went."""
@@ -75,6 +114,9 @@ def summarize(trace: LoadedTrace, written: list[Path]) -> str:
             lines.append(f"decode: {counts[ALL_OPS]:.1f} ops per step")
     else:
         lines.append("no op or kernel events found")
+    if len(trace.ranks) > 1:
+        lines += cluster_lines(trace_steps(trace), trace.extra_tables.get("ascend_communication_links"),
+                               trace.extra_tables.get("ascend_communication_matrix"))
     if trace.missing_columns:
         lines.append(f"missing columns: {', '.join(trace.missing_columns)} (those fields are left empty)")
     lines += [f"note: {note}" for note in trace.notes]

@@ -177,6 +177,9 @@ def write_tables(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         "op_counts_per_decode_step": pd.DataFrame(
             {"op": list(counts), "count_per_step": list(counts.values())}),
     }
+    from perfbench.profiling.host_bound import host_bound  # noqa: PLC0415 - host_bound builds on this module
+
+    tables["host_bound"] = host_bound(df)
     paths = []
     for name, table in tables.items():
         path = out_dir / f"{name}.csv"

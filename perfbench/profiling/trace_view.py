@@ -18,7 +18,16 @@ import pandas as pd
 
 from perfbench.profiling.categories import categorize
 from perfbench.profiling.events import concat_events, events_from_columns, us_text_to_ns
-from perfbench.profiling.scopes import EMPTY_SCOPE, OP, SCOPE, Scope, is_context_range, scope_columns, sweep
+from perfbench.profiling.scopes import (
+    EMPTY_SCOPE,
+    OP,
+    SCOPE,
+    Scope,
+    is_context_range,
+    scope_columns,
+    step_windows,
+    sweep,
+)
 
 HARDWARE_PROCESS = "Ascend Hardware"
 COMMUNICATION_PROCESSES = ("HCCL", "Communication")
@@ -39,7 +48,7 @@ class DeviceTask:
     stream: str
     task_type: str
     communication: bool
-    scope: Scope | None = None  # None: no async_npu flow led to the issuing op
+    scope: Scope | None = None  # None: no async_npu flow led to the issuing op (step from its time window)
 
 
 @dataclass
@@ -55,7 +64,7 @@ class TraceView:
     attributed: int = 0  # tasks whose issuing op was found through an async_npu flow
 
     def scope_by_start(self) -> dict[int, Scope]:
-        """Device task start (ns) -> context, for the tasks attributed through a flow."""
+        """Device task start (ns) -> context, for the tasks with any (a flow's, or only their step's)."""
         return {t.start_ns: t.scope for t in self.tasks if t.scope is not None}
 
 
@@ -132,21 +141,30 @@ def read_trace_view(trace_events: list[dict[str, Any]]) -> TraceView:
     for i in np.argsort(-dur_arr, kind="stable").tolist():
         scope_at[h_key[i]] = scopes[i]
 
+    # Work issued from a thread without a `ProfilerStep#N` range of its own (autograd, DDP) has no step from
+    # its context: it takes the step whose window holds it, as the profiler's step_trace_time.csv counts it.
+    windows = step_windows(start_arr[kind_arr == SCOPE], dur_arr[kind_arr == SCOPE],
+                           [n for n, k in zip(h_name, h_kind) if k == SCOPE])
     view = TraceView()
+    task_scopes: list[Scope] = []
     for task, where in tasks:
         flow_id = flow_end.get(where)
         issued_at = flow_start.get(flow_id) if flow_id is not None else None
         scope = scope_at.get(issued_at) if issued_at is not None else None
-        if scope is not None:
-            task.scope = scope
-            view.attributed += 1
+        view.attributed += scope is not None
+        task_scopes.append(scope or EMPTY_SCOPE)
         view.tasks.append(task)
-    for i in np.flatnonzero(kind_arr == OP).tolist():
+    filled = windows.fill(task_scopes, np.asarray([t.start_ns for t in view.tasks], dtype=np.int64))
+    for task, scope in zip(view.tasks, filled):
+        task.scope = scope if scope != EMPTY_SCOPE else None
+    ops = np.flatnonzero(kind_arr == OP)
+    host_scopes = windows.fill([scopes[i] for i in ops.tolist()], start_arr[ops])
+    for i, scope in zip(ops.tolist(), host_scopes):
         view.host_names.append(h_name[i])
         view.host_start_ns.append(h_key[i][2])
         view.host_self_us.append(self_ns[i] / 1000.0)
         view.host_stream.append(str(h_key[i][1]))
-        view.host_scopes.append(scopes[i])
+        view.host_scopes.append(scope)
     return view
 
 
@@ -174,6 +192,13 @@ def task_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:
                   [t.dur_us for t in tasks], [t.stream for t in tasks], rank, origin_ns)
 
 
+def host_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:
+    """The host cpu_ops of a trace view as events (exclusive µs; start_us from `origin_ns`)."""
+    categories = [categorize(n, None, s.module) for n, s in zip(view.host_names, view.host_scopes)]
+    return _table(view.host_names, categories, view.host_scopes, "host", view.host_start_ns,
+                  view.host_self_us, view.host_stream, rank, origin_ns)
+
+
 def trace_view_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataFrame:
     """The events table of a trace_view.json: host cpu_ops (exclusive µs) and device tasks (µs).
 
@@ -182,7 +207,4 @@ def trace_view_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.D
     """
     view = read_trace_view(trace_events)
     origin = min(view.host_start_ns + [t.start_ns for t in view.tasks], default=0)
-    categories = [categorize(n, None, s.module) for n, s in zip(view.host_names, view.host_scopes)]
-    host = _table(view.host_names, categories, view.host_scopes, "host", view.host_start_ns,
-                  view.host_self_us, view.host_stream, rank, origin)
-    return concat_events([host, task_events(view, rank, origin)])
+    return concat_events([host_events(view, rank, origin), task_events(view, rank, origin)])

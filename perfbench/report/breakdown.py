@@ -111,7 +111,11 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
     runs = list(dict.fromkeys(run_id for run_id, _ in values))
     title = f"Time by {label.replace('_', ' ')}"
     in_ms = {k: v / 1000.0 for k, v in values.items()}
-    blocks.append(Figure(plots.stacked_bars(runs, order, in_ms, "ms in the profiled iteration", title),
+    # bars named by the plan's toggles; the run id only where two runs share a plan (other shapes)
+    names = [toggles[r] for r in runs]
+    names = [f"{n} ({r})" if names.count(n) > 1 else n for n, r in zip(names, runs)]
+    by_name = {(dict(zip(runs, names))[r], key): v for (r, key), v in in_ms.items()}
+    blocks.append(Figure(plots.stacked_bars(names, order, by_name, "ms in the profiled iteration", title),
                          f"{title} per run (stacked)"))
     rows = []
     for run_id in runs:
@@ -144,6 +148,18 @@ def _generic_rows(stem: str, tables: TraceTables, toggles: dict[str, str],
     return [Column(k) for k in (*ours, *keys)], rows
 
 
+def _slowest_rank_line(result: RunResult) -> str:
+    """"<run>: slowest rank 1, steps 12.3% longer than the median rank's" for a multi-rank run (per-rank
+    table: per_rank_steps.csv), else ""."""
+    cluster = result.trace.get("cluster") or {}
+    if cluster.get("slowest_rank") is None:
+        return ""
+    pct = float(cluster.get("slowest_rank_over_median_pct") or 0.0)
+    return (f"{result.run_id}: slowest rank {cluster['slowest_rank']}, steps {pct:.2f}% longer than the median "
+            f"rank's ({len(cluster.get('per_rank') or [])} ranks; per-rank compute, communication and wait in "
+            "per_rank_steps.csv).")
+
+
 def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section = Section("Time breakdown")
     ok = [r for r in results if r.status == "ok"]
@@ -162,6 +178,9 @@ def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
         return section
     section.blocks.append(Text("From each run's profiled iteration (separate from the timed ones); the trace "
                                "tables under runs/<run_id>/tables/ hold every op.", note=True))
+    section.blocks += [Text(line) for line in map(_slowest_rank_line, ok) if line]
+    section.blocks += [Text(f"{r.run_id}: trace vs plan: {line}") for r in ok
+                       for line in r.trace.get("plan_mismatches") or []]
     toggles = {r.run_id: combo_label(r.effective_on()) for r in ok}
     for stem, label in BREAKDOWNS.items():
         section.blocks += _breakdown_blocks(stem, label, tables, toggles)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
+from perfbench.report.headline import headline_section
 from perfbench.report.latency import latency_section
 from perfbench.report.page import Section, write_page
 from perfbench.report.runs import environment_section, failures_section, numerics_section, plan_section
@@ -13,9 +14,11 @@ from perfbench.results import RunResult, load_folder
 
 
 def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
-    return [environment_section(folder, results), plan_section(results), latency_section(results),
-            ablation_section(results), breakdown_section(folder, results), numerics_section(results),
-            failures_section(results)]
+    # the trace of one round per combination is enough: the profiled iteration is not a timed one
+    first_round = [r for r in results if r.spec.round <= 1]
+    return [headline_section(results), environment_section(folder, results), plan_section(results),
+            latency_section(results), ablation_section(results), breakdown_section(folder, first_round),
+            numerics_section(results), failures_section(results)]
 
 
 def build_report(folder: Path) -> Path:

@@ -22,7 +22,7 @@ def _status_note(m: Match) -> str:
     return f"A {m.a.status}, B {m.b.status}"
 
 
-def _rows(matches: list[Match]) -> list[dict[str, Any]]:
+def _rows(matches: list[Match], bands: dict[str, float] | None = None) -> list[dict[str, Any]]:
     rows = []
     for m in matches:
         base = {"run": m.label, "matched_by": m.matched_by, "shape": m.b.shape().label(),
@@ -33,18 +33,26 @@ def _rows(matches: list[Match]) -> list[dict[str, Any]]:
             direction = {(True, False): "slower", (False, True): "faster"}.get(
                 (m.a.status == "ok", m.b.status == "ok"), "")
             rows.append({**base, "change": note, "direction": direction})
-        for c in m.changes():
+        for c in m.changes(bands):
             rows.append({**base, "metric": c.metric, "a": c.a, "b": c.b, "ratio": c.ratio, "ci_lo": c.ci_low,
-                         "ci_hi": c.ci_high, "p_value": c.p_value, "change": c.verdict,
-                         "direction": c.direction if c.significant else ""})
+                         "ci_hi": c.ci_high, "p_value": c.p_value,
+                         "change": c.verdict + (" (inside the run-to-run band)" if c.in_band else ""),
+                         "direction": c.direction if c.significant else "", "basis": c.basis,
+                         "stable": _stable_text(m)})
     return rows
 
 
-def _summary_rows(matches: list[Match]) -> list[dict[str, Any]]:
+def _stable_text(m: Match) -> str:
+    """"" when both sides are stable (or not judged); otherwise which side is not, with its reason."""
+    return "; ".join(f"{side} unstable: {r.stability.get('reason', '')}" for side, r in (("A", m.a), ("B", m.b))
+                     if r.is_stable() is False)
+
+
+def _summary_rows(matches: list[Match], bands: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Per metric over the matched ok pairs: geometric mean of B/A and how many changed significantly."""
     rows = []
     for metric in COMPARED:
-        changes = [c for m in matches for c in m.changes() if c.metric == metric]
+        changes = [c for m in matches for c in m.changes(bands) if c.metric == metric]
         if not changes:
             continue
         rows.append({"metric": metric, "pairs": len(changes),
@@ -77,32 +85,39 @@ def _terminal(a: Path, b: Path, rows: list[dict[str, Any]], only_a: list[RunResu
         lines.append("  ".join(cells).rstrip())
     if len(table) == 1:
         lines.append("(no matched runs)")
-    lines.append(f"~: not significant (two-sided Mann-Whitney p >= {ALPHA} or the CI contains 1)")
+    lines.append(f"~: not significant (two-sided Mann-Whitney p >= {ALPHA}, the CI contains 1, or, with one "
+                 "round per side, inside the run-to-run band)")
+    unstable = sorted({row["run"] for row in rows if row.get("stable")})
+    if unstable:
+        lines.append(f"WARNING: unstable runs, their changes are not evidence: {', '.join(unstable)}")
     for side, runs in (("A", only_a), ("B", only_b)):
         if runs:
             lines.append(f"only in {side}: " + ", ".join(r.run_id for r in runs))
     return "\n".join(lines)
 
 
-def compare_folders(a: Path, b: Path, out: Path) -> str:
+def compare_folders(a: Path, b: Path, out: Path, bands: dict[str, float] | None = None) -> str:
     """Write out/compare.html and out/compare.csv (+ compare_summary.csv, compare_unmatched.csv); return the
     terminal table."""
     a, b, out = Path(a), Path(b), Path(out)
     runs_a, runs_b = load_folder(a).results, load_folder(b).results
     matches, only_a, only_b = match_runs(runs_a, runs_b)
-    rows = _rows(matches)
+    rows = _rows(matches, bands)
     columns = [Column("run"), Column("metric"), Column("a", "A"), Column("b", "B"),
                Column("ratio", "B/A", ci=("ci_lo", "ci_hi")), Column("p_value", "p (Mann-Whitney)"),
                Column("change", mark_key="direction"), Column("matched_by"), Column("shape"),
-               Column("toggles_on")]
+               Column("toggles_on"), Column("basis"), Column("stable", "stability")]
     overview = Section("Runs compared")
     overview.blocks.append(Text(f"A (before): {a.resolve()}; B (after): {b.resolve()}. {len(matches)} "
                                 f"matched runs, {len(only_a)} only in A, {len(only_b)} only in B."))
     overview.blocks.append(Text(
         f"B/A ratio of the summary value; brackets: {CI_LEVEL:.0%} bootstrap CI of the ratio of sample "
         f"medians. A change is significant when the two-sided Mann-Whitney p < {ALPHA} and the CI excludes "
-        "1; '~' marks the rest. Throughputs are tested on the latency samples they derive from.", note=True))
-    summary = _summary_rows(matches)
+        "1; '~' marks the rest. Throughputs are tested on the latency samples they derive from. basis "
+        "'rounds': both folders ran two or more interleaved rounds, and the per-round medians are the samples "
+        "(a round is a separate process); 'iterations': one round, and a change inside the metric's run-to-run "
+        "band (perfbench/analysis/noise_band.py, --band) is not significant.", note=True))
+    summary = _summary_rows(matches, bands)
     if summary:
         summary_columns = [Column("metric"), Column("pairs"), Column("geomean_ratio", "geometric mean B/A"),
                            Column("faster"), Column("slower"), Column("not_significant")]

@@ -42,6 +42,9 @@ def latency_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
             row.update(latency_stats(r, prefix, sample_key))
         for key in ("prefill_tok_s", "decode_tok_s", "compile_s", "first_ttft_ms", "peak_mem_mb"):
             row[key] = r.summary.get(key)
+        row["stable"] = {True: "yes", False: "no", None: ""}[r.is_stable()]
+        row["unstable_reason"] = r.stability.get("reason", "")
+        row["stop_reason"] = r.stop_reason
         rows.append(row)
     return rows
 
@@ -54,14 +57,15 @@ def latency_section(results: Sequence[RunResult]) -> Section:
                                    note=True))
         return section
     section.blocks.append(Text(
-        "TTFT: time to first token (prefill), per timed iteration. TPOT: time per output token, every decode "
-        f"step of every timed iteration. Brackets: {CI_LEVEL:.0%} percentile-bootstrap CI of the median from "
-        "the raw samples; n: number of samples.", note=True))
+        "TTFT: time to first token (prefill), per timed iteration. TPOT: time per output token, the mean of the "
+        f"decode steps of each timed iteration (one sample per iteration). Brackets: {CI_LEVEL:.0%} "
+        "percentile-bootstrap CI of the median from the samples; n: number of samples. stable: the run's "
+        "stability verdict (CI width, outliers, machine load), with its reason when it is not.", note=True))
     columns = [Column("run_id"), Column("shape"), Column("toggles_on")]
     for prefix, _ in LATENCIES:
         columns += [Column(f"{prefix}_median", ci=(f"{prefix}_ci_lo", f"{prefix}_ci_hi")),
                     Column(f"{prefix}_p90"), Column(f"{prefix}_p99"), Column(f"{prefix}_n")]
     columns += [Column("prefill_tok_s"), Column("decode_tok_s"), Column("compile_s"), Column("first_ttft_ms"),
-                Column("peak_mem_mb")]
+                Column("peak_mem_mb"), Column("stop_reason"), Column("stable"), Column("unstable_reason")]
     section.blocks.append(Table("latency", columns, rows))
     return section

@@ -58,7 +58,18 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
             counts[ident] = counts.get(ident, 0) + 1
             values[ident] = value
     if counts:
-        rows = [{"key": k, "value": values[(k, v)], "runs": n} for (k, v), n in sorted(counts.items())]
+        # a key with a different value in every run (a date, a timestamp) is one row: its range
+        per_key: dict[str, list[tuple[str, str]]] = {}
+        for ident in sorted(counts):
+            per_key.setdefault(ident[0], []).append(ident)
+        rows = []
+        for key, idents in per_key.items():
+            if len(idents) > 1 and len(idents) == len(results):
+                shown = sorted(str(values[i]) for i in idents)
+                rows.append({"key": key, "value": f"{shown[0]} .. {shown[-1]} ({len(idents)} values)",
+                             "runs": len(idents)})
+            else:
+                rows += [{"key": key, "value": values[i], "runs": counts[i]} for i in idents]
         section.blocks.append(Table("environment", [Column("key"), Column("value"), Column("runs")], rows,
                                     caption="Environment recorded by the runs"))
     else:

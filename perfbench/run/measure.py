@@ -7,9 +7,13 @@ Protocol (one process per run):
    compiles, and that first call is reported as `compile_s` (and `compile_warm_s`: a second compile after
    a dynamo reset, i.e. from the warm inductor / torchair cache, when enable_cache_compile is on); the first
    prefill (which builds the plan's compiled CPU kernels, if any) is reported as `first_ttft_ms`.
-3. `iterations` timed iterations: prefill (TTFT) and every decode step (TPOT), each bounded by device
-   synchronization; the model forward only (argmax and input building are outside the timer). The output
-   length is pinned (no EOS) and checked.
+3. Timed iterations until the stopping rule says enough (perfbench/run/stopping.py: at least `iterations`,
+   then until the CI of each median is narrow enough or a cap is reached; the reason is recorded): prefill
+   (TTFT) and every decode step, each bounded by device synchronization; the model forward only (argmax and
+   input building are outside the timer). The output length is pinned (no EOS) and checked. One sample per
+   iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
+   kept apart for distribution plots. Host signals around the timing feed the stability verdict
+   (perfbench/run/stability.py).
 4. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
    layer/module scopes; its trace is parsed into tables.
 """
@@ -35,8 +39,9 @@ from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.analysis import stats
 from perfbench.results import RunPlan, RunResult, RunSpec
-from perfbench.run import host_load
+from perfbench.run import host_load, stability
 from perfbench.run.cluster import is_result_writer
+from perfbench.run.stopping import StoppingRule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,6 +142,26 @@ def _decode_reference(spec: RunSpec, caps: Capabilities, workload: Workload) -> 
     return logits  # type: ignore[return-value]
 
 
+def stopping_rule(spec: RunSpec) -> StoppingRule:
+    if spec.max_iterations is None:
+        return StoppingRule.fixed(spec.iterations)
+    return StoppingRule(spec.iterations, max(spec.iterations, spec.max_iterations), spec.max_time_s,
+                        spec.target_rel_ci)
+
+
+def compile_cache_dir(spec: RunSpec, run_dir: Path) -> Path | None:
+    """Where the decode graph's compile cache lives: one per sweep (beside runs/), so a kernel compiles once.
+
+    Inductor (CPU, CUDA) keys its FX-graph cache by the graph, so every run shares one folder (the runner also
+    points TORCHINDUCTOR_CACHE_DIR there for the plan's other compiled kernels). The torchair/npugraph_ex
+    cache holds one compiled function, so on NPU the rounds of one combination share a folder.
+    """
+    if not spec.enable_cache_compile:
+        return None
+    root = run_dir.parent.parent / "compile_cache"
+    return root / "graph" / spec.combination_id if spec.device == "npu" else root / "inductor"
+
+
 def summarize(ttft_ms: list[float], tpot_ms: list[float], workload: Workload) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for name, values in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)):
@@ -180,7 +205,12 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         reference = reference_logits(spec, caps, make_workload(spec, vocab), shared)
     if caps.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    cache_dir = run_dir / "compile_cache" if spec.enable_cache_compile else None
+    cache_dir = compile_cache_dir(spec, run_dir)
+    inductor_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    # the sweep's inductor cache (set by the runner): warm when an earlier run of the sweep filled it
+    cache_warm = (Path(inductor_dir).is_dir() and any(Path(inductor_dir).iterdir())) if inductor_dir else None
+    if cache_dir is not None and cache_dir.is_dir():
+        cache_warm = any(cache_dir.iterdir())
     model = build_model(spec, caps, spec.toggles, cache_dir)
     result.plan = RunPlan.of(model.plan)
     check_plan(spec, result.plan)
@@ -207,23 +237,39 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         compile_warm_s = it.step_s[0] - steady
 
     ttft_ms: list[float] = []
-    tpot_ms: list[float] = []
+    tpot_ms: list[float] = []  # one per iteration: the mean of its decode steps
+    tpot_steps_ms: list[float] = []
     last = None
+    rule = stopping_rule(spec)
+    signals_before = stability.read_signals()
     before = host_load.snapshot()
-    for _ in range(spec.iterations):
+    timing_start = time.perf_counter()
+    stop_reason = None
+    while stop_reason is None:
         last = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=reference is not None)
         ttft_ms.append(last.ttft_s * 1e3)
-        tpot_ms.extend(s * 1e3 for s in last.step_s)
+        if last.step_s:
+            tpot_ms.append(sum(last.step_s) / len(last.step_s) * 1e3)
+            tpot_steps_ms.extend(s * 1e3 for s in last.step_s)
+        watched = {"ttft_ms": ttft_ms, **({"tpot_ms": tpot_ms} if tpot_ms else {})}
+        stop_reason = rule.stop_reason(watched, time.perf_counter() - timing_start)
     synchronize(caps.device)
-    load = host_load.host_load(before, host_load.snapshot(), run_threads=_run_threads(caps.device))
-    result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    run_threads = _run_threads(caps.device)
+    load = host_load.host_load(before, host_load.snapshot(), run_threads=run_threads)
+    result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tpot_steps_ms": tpot_steps_ms}
+    result.stop_reason = stop_reason
     result.summary = summarize(ttft_ms, tpot_ms, workload)
+    result.summary["iterations"] = float(len(ttft_ms))
+    result.summary["compile_cache_warm"] = None if cache_warm is None else float(cache_warm)
     result.summary["compile_s"] = compile_s
     result.summary["compile_warm_s"] = compile_warm_s
     result.summary["first_ttft_ms"] = first_ttft_ms
     result.summary["peak_mem_mb"] = peak_memory_mb(caps.device)
     if load is not None:
         result.summary.update(load.as_summary())
+    result.summary.update(stability.signals_summary(signals_before, stability.read_signals(), run_threads))
+    verdict, per_metric = stability.run_stability(result.summary, result.samples)
+    result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
 
     if reference is not None and last is not None and last.logits is not None:
         diff = (last.logits.float() - reference.float()).abs().max().item()
@@ -248,11 +294,15 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                       caps: Capabilities) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
+    from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
+    from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
+    from perfbench.profiling.plan_check import check_plan, mismatches  # noqa: PLC0415
     from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
 
     rank = int(os.environ.get("RANK", "0"))
     # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
-    # the result's writer (local rank 0 of node 0) turns its trace into the run's tables
+    # the result's writer (local rank 0 of node 0) turns its trace into the run's tables, and every rank's on
+    # its node into per_rank_steps.csv
     trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
     layer_scopes = not model.plan.on("graph_mode")
@@ -260,6 +310,9 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         with capture_trace(model.device.type, trace_dir) as capture:
             with model.scopes.enable(layers=layer_scopes):
                 run_iteration(model, ids, seq_lens, cache, workload.output_len)
+        multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if multi_rank:
+            torch.distributed.barrier()  # every rank's trace is written before rank 0 reads them all
         if not is_result_writer():
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
@@ -271,11 +324,21 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             roofline_error = traceback.format_exc(limit=2)
         counts = op_counts_per_decode_step(events)
         total = counts.pop(ALL_OPS, None)
-        out = {"dir": str(trace_dir.relative_to(run_dir)), "tables": [str(p.relative_to(run_dir)) for p in tables],
-               "decode_ops_per_step": total, "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
+        record: dict[str, object] = {"dir": str(trace_dir.relative_to(run_dir)), "decode_ops_per_step": total,
+                                     "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
         if roofline_error:
-            out["roofline_error"] = roofline_error
-        return out
+            record["roofline_error"] = roofline_error
+        states = {name: decision.state for name, decision in model.plan.decisions.items()}
+        checks = check_plan(events, states, model.device.type)
+        record["plan_check"] = [c.to_dict() for c in checks]
+        record["plan_mismatches"] = mismatches(checks)
+        if multi_rank:
+            steps = per_rank_steps(rank_folder_events(run_dir / "trace"))
+            tables.append(run_dir / "tables" / "per_rank_steps.csv")
+            steps.to_csv(tables[-1], index=False, float_format="%.3f")
+            record["cluster"] = cluster_record(steps)
+        record["tables"] = [str(p.relative_to(run_dir)) for p in tables]
+        return record
     except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
         return {"error": traceback.format_exc(limit=3)}
 

@@ -31,6 +31,7 @@ from perfbench.run.launcher import (
     tail,
     worker_command,
 )
+from perfbench.run.summary_table import summary_table
 
 INTERRUPTED_EXIT = 130
 
@@ -122,8 +123,12 @@ def execute(planned: PlannedRun, out: Path, env: dict[str, object], launch: Node
     spec_path = run_dir / "spec.json"
     atomic_write_json(spec_path, spec.to_dict())
     started = _now()
-    outcome = run_process(worker_command(spec, spec_path, run_dir, launch=launch),
-                          child_env(spec, base_env, launch, executor), run_dir / "worker.log", spec.timeout_s)
+    env_vars = child_env(spec, base_env, launch, executor)
+    # one inductor cache per sweep: a kernel compiles once (the first run compiles cold, later ones warm)
+    env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "compile_cache" / "inductor").absolute()))
+    env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
+    outcome = run_process(worker_command(spec, spec_path, run_dir, launch=launch), env_vars, run_dir / "worker.log",
+                          spec.timeout_s)
     return classify(planned, outcome, run_dir, started, env), outcome.wall_s
 
 
@@ -156,10 +161,13 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
         results.append(result)
         write_results(out, results)
         failures += result.status != "ok"
+        unstable = "" if result.is_stable() is not False else f", UNSTABLE: {result.stability.get('reason')}"
         _say(f"[{number[planned.spec.run_id]}/{total}] {planned.spec.run_id} {result.status} {wall:.1f}s "
-             f"(elapsed {_duration(time.monotonic() - start)}, failures {failures})")
+             f"(elapsed {_duration(time.monotonic() - start)}, failures {failures}){unstable}")
         if result.status != "ok" and result.error:
             _say(f"    {result.error.strip().splitlines()[-1][:200]}")
+        for line in (result.trace or {}).get("plan_mismatches") or []:
+            _say(f"    trace vs plan: {line}")
     ids = {p.spec.run_id for p in sweep.runs}
     return [r for r in results if r.run_id in ids]
 
@@ -224,7 +232,11 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
         return INTERRUPTED_EXIT
     if report:
         _build_report(out)
+    print(summary_table(results))
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "error", "timeout", "killed")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "ok")
+    unstable = sum(r.is_stable() is False for r in results)
+    if unstable:
+        tally += f" ({unstable} unstable: see the warnings above)"
     print(f"{len(results)} run{'s' * (len(results) != 1)}: {tally}; results in {out}/results.jsonl")
     return 0 if results and counts["ok"] == len(results) else 1

@@ -62,9 +62,24 @@ def test_a_version_1_record_is_migrated(tmp_path):
     raw = a_result().to_dict()
     del raw["schema_version"]
     del raw["spec"]["expected_plan"]
+    del raw["stability"], raw["stop_reason"]
     (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
     (back,) = load_results(tmp_path)
-    assert back == a_result()
+    # before version 3, tpot_ms held every decode step (output_len 4: 3 steps per iteration, one iteration)
+    expected = a_result()
+    expected.samples = {"tpot_ms": [float("inf")], "tpot_steps_ms": [1.0, float("inf"), 2.0]}
+    assert back == expected
+
+
+def test_version_2_per_step_tpot_becomes_per_iteration_means(tmp_path):
+    raw = a_result().to_dict()
+    raw["schema_version"] = 2
+    del raw["stability"], raw["stop_reason"]
+    raw["samples"] = {"ttft_ms": [10.0, 12.0], "tpot_ms": [1.0, 2.0, 3.0, 5.0, 5.0, 5.0]}
+    (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
+    (back,) = load_results(tmp_path)
+    assert back.samples == {"ttft_ms": [10.0, 12.0], "tpot_ms": [2.0, 5.0],
+                            "tpot_steps_ms": [1.0, 2.0, 3.0, 5.0, 5.0, 5.0]}
 
 
 @pytest.mark.parametrize("change, message", [

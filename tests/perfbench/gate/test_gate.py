@@ -231,6 +231,21 @@ def test_op_count_growth_fails(tmp_path: Path) -> None:
     assert "SKIP op_count run=r1: no decode op count in the baseline" in no_trace.output
 
 
+def test_trace_plan_rule_fails_a_run_whose_trace_contradicts_its_plan() -> None:
+    mismatch = "graph_mode on, but 2,470 eager aten ops per decode step (expected at most 200)"
+    broken, fine, unprofiled = make_run("r1"), make_run("r2"), make_run("r3")
+    broken.trace["plan_check"] = [{"toggle": "graph_mode", "state": "on", "ok": False, "line": mismatch},
+                                  {"toggle": "fused_rmsnorm", "state": "on", "ok": True, "line": "ok"}]
+    fine.trace["plan_check"] = [{"toggle": "graph_mode", "state": "on", "ok": True, "line": "ok"}]
+    rules = parse_rules({"rules": [{"kind": "trace_plan"}]}, "test")
+
+    report = evaluate(in_memory([broken, fine, unprofiled]), in_memory([broken, fine, unprofiled]), rules)
+
+    lines = [c.line() for c in report.checks if c.kind == "trace_plan"]
+    assert lines == [f"FAIL trace_plan run=r1: {mismatch}",
+                     "PASS trace_plan run=r2: 1 toggle(s) match their trace signature"]
+
+
 @pytest.mark.parametrize("numerics,expected", [
     ({"max_abs_logit_diff": 5e-3, "tokens_match": True}, "max_abs_logit_diff 0.005 > 0.001 (float32)"),
     ({"max_abs_logit_diff": 1e-5, "tokens_match": False}, "generated tokens differ from the reference"),
@@ -507,3 +522,24 @@ def test_baseline_save_bad_input(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="not a folder"):
         save_baseline(source, tmp_path / "file")
+
+
+def test_a_run_judged_unstable_makes_timing_inconclusive() -> None:
+    rng = np.random.default_rng(11)
+    base = make_run("r", tpot=noisy(rng, 5.0, 20, outlier_rate=0.0), ttft=noisy(rng, 40.0, 20, outlier_rate=0.0))
+    cur = make_run("r", tpot=[v * 1.5 for v in noisy(rng, 5.0, 20, outlier_rate=0.0)], ttft=base.samples["ttft_ms"])
+    assert evaluate(in_memory([base]), in_memory([cur]), default_rules()).exit_code == 1
+    cur.stability = {"stable": False, "reason": "load average of other work 3.00 above the 1 spare CPUs"}
+    report = evaluate(in_memory([base]), in_memory([cur]), default_rules())
+    line = next(c.line() for c in report.checks if c.name == "tpot_ms")
+    assert report.exit_code == 3 and line.startswith("INCONCLUSIVE") and "unstable (load average" in line
+
+
+def test_one_round_slowdown_inside_the_run_to_run_band_is_inconclusive() -> None:
+    # 7 % slower on tight samples: beyond a 5 % threshold and significant, but inside the 8 % TPOT band
+    base = make_run("r", tpot=[5.0 + 0.01 * i for i in range(20)], ttft=[40.0 + 0.1 * i for i in range(20)])
+    cur = make_run("r", tpot=[(5.0 + 0.01 * i) * 1.07 for i in range(20)], ttft=base.samples["ttft_ms"])
+    rules = parse_rules({"rules": [{"kind": "timing", "metric": "tpot_ms", "threshold": 0.05}]}, "t.yaml")
+    line = next(c.line() for c in evaluate(in_memory([base]), in_memory([cur]), rules).checks
+                if c.kind == "timing")
+    assert line.startswith("INCONCLUSIVE") and "inside the run-to-run band" in line

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from perfbench.errors import UserError
-from perfbench.profiling.ascend_kernels import kernel_events, read_kernel_details
+from perfbench.profiling.ascend import parse_ascend_dir
+from perfbench.profiling.ascend_kernels import kernel_events, op_time_by_shape, read_kernel_details
 from perfbench.profiling.events import COLUMNS
 from perfbench.profiling.scopes import Scope
 
@@ -114,3 +115,18 @@ def test_real_kernel_details_parse_without_loss(relative):
     assert events["start_us"].min() == 0.0
     assert (events["dur_us"] > 0).all()
     assert events["step"].notna().all()
+
+
+
+def test_op_time_by_shape_adds_up_to_the_profilers_op_statistic():
+    """Per op Type, the shape rows sum to op_statistic.csv's Count and Total Time (the profiler's own table)."""
+    run = require(NPU_FIXTURES / "msinsight_st_qwen3_0.6b_level2" / "rank_0_ascend_pt")
+    ours = op_time_by_shape(parse_ascend_dir(run).kernels)
+    theirs = pd.read_csv(run / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv").groupby("OP Type").agg(
+        count=("Count", "sum"), total=("Total Time(us)", "sum"))
+
+    per_op = ours.groupby("op").agg(count=("count", "sum"), total=("total_us", "sum"))
+    assert len(per_op) > 10
+    for op, row in per_op.iterrows():
+        assert row["count"] == theirs.loc[op, "count"], op
+        assert row["total"] == pytest.approx(theirs.loc[op, "total"], abs=0.01), op

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 
 import pytest
 
 from perfbench.errors import UserError
 from perfbench.profiling.loading import load_trace, parse_trace_path
 
+from .conftest import TORCH_FIXTURES
 from .synthetic import V2, npu_trace_view, write_json, write_kernel_details
 
 
@@ -68,3 +70,16 @@ def test_anything_else_is_a_one_line_user_error(tmp_path, make, message):
     with pytest.raises(UserError, match=message) as err:
         load_trace(make(tmp_path))
     assert "\n" not in str(err.value)
+
+
+def test_multi_rank_run_trace_folder_reads_every_rank(tmp_path):
+    source = TORCH_FIXTURES / "hta_tests" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json"
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}").mkdir()
+        shutil.copy(source, tmp_path / f"rank{rank}" / "trace.json")
+
+    loaded = load_trace(tmp_path)
+
+    single = load_trace(source).events
+    assert loaded.ranks == [0, 1]
+    assert loaded.events.groupby("rank").size().tolist() == [len(single), len(single)]

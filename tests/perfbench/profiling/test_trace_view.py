@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from perfbench.profiling.chrome import read_trace_json
+from perfbench.profiling.chrome import parse_chrome_trace, read_trace_json
+from perfbench.profiling.scopes import Scope
+from perfbench.profiling.tables import compute_vs_communication
 from perfbench.profiling.trace_view import read_trace_view, trace_view_events
 
 from .conftest import NPU_FIXTURES, require
@@ -21,7 +24,7 @@ def test_device_tasks_take_context_from_async_npu_flows():
         "decode", 2, 3, "attn")
     assert norm.scope.module == "norm" and norm.scope.layer == 3
     assert allreduce.communication and allreduce.scope.module == "moe"
-    assert cast.scope is None
+    assert cast.scope == Scope(step=7)  # no flow: only the step of the ProfilerStep window it ran in
     assert view.scope_by_start()[1736408883704643212] == matmul.scope
 
 
@@ -53,3 +56,19 @@ def test_real_trace_views_attribute_kernels_with_a_flow(relative, tasks, with_fl
     assert len(view.tasks) == tasks
     assert view.attributed == with_flow
     assert sum(t.communication for t in view.tasks) == (4 if "level1" in relative else 0)
+
+
+def test_bare_trace_view_steps_equal_step_trace_time():
+    """Device work issued from the autograd/DDP thread (no ProfilerStep range of its own) counts in the step
+    whose window holds it, as in the profiler's own step_trace_time.csv (within 0.01%)."""
+    output = require(NPU_FIXTURES / "msinsight_pytorch_text_level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT")
+    ours = compute_vs_communication(parse_chrome_trace(output / "trace_view.json"))
+    theirs = pd.read_csv(output / "step_trace_time.csv")
+
+    assert len(ours) == len(theirs)
+    for row in theirs.itertuples(index=False):
+        step = ours[ours["step"] == row.Step].iloc[0]
+        assert step["compute_us"] == pytest.approx(row.Computing, rel=1e-4)
+        assert step["communication_us"] == pytest.approx(row.Communication, rel=1e-4)
+        assert step["free_us"] == pytest.approx(row.Free, rel=1e-4)
+        assert step["overlapped_us"] == pytest.approx(row.Overlapped, rel=1e-4)

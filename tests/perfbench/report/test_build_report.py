@@ -241,3 +241,16 @@ def test_an_empty_result_folder_renders(tmp_path):
     text = build_report(tmp_path).read_text()
     assert text.count("No runs in this folder.") == 2  # plan and failures
     assert "No run finished ok" in text
+
+
+def test_environment_lists_each_distinct_value_once(tmp_path):
+    from perfbench.report.runs import environment_section
+    from perfbench.report.table import Table
+    from perfbench.results import RunResult, RunSpec
+
+    runs = [RunResult(run_id=f"r{i}", status="ok", spec=RunSpec(run_id=f"r{i}", scenario="s"),
+                      env={"date": f"2026-11-30T18:0{i}:00", "torch": "2.13.0"}) for i in range(3)]
+    (table,) = [b for b in environment_section(tmp_path, runs).blocks if isinstance(b, Table)]
+    assert table.rows == [
+        {"key": "date", "value": "2026-11-30T18:00:00 .. 2026-11-30T18:02:00 (3 values)", "runs": 3},
+        {"key": "torch", "value": "2.13.0", "runs": 3}]

@@ -1,0 +1,93 @@
+"""Speed-up of a combination over the baseline, with its CI and a verdict a reader can act on.
+
+With interleaved rounds the baseline and the combination are paired by round (measured in the same round,
+minutes apart): the speed-up is the geometric mean of the per-round ratios of medians, its CI a Student-t
+interval on their logarithms (the round is the unit). With one round it is the ratio of medians with a
+bootstrap CI over iterations, and a ratio inside the run-to-run band (perfbench/analysis/noise_band.py) is
+"no significant change" whatever the CI says.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from perfbench.analysis import noise_band, stats
+from perfbench.results import RunResult
+
+CI_LEVEL = 0.95
+FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no significant change", "unstable"
+SUMMARY_KEY = {"ttft_ms": "ttft_ms_median", "tpot_ms": "tpot_ms_median"}
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """baseline / combination of a latency: > 1 is faster. low/high: the CI; basis: "rounds"/"iterations"."""
+
+    value: float
+    low: float
+    high: float
+    basis: str
+    verdict: str
+    n: int  # rounds or iterations behind it
+
+    def text(self) -> str:
+        return f"{self.value:.2f}x [{self.low:.2f}, {self.high:.2f}] {self.verdict}"
+
+
+def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """Geometric mean of per-round ratios with a Student-t interval on their logarithms (two or more)."""
+    logs = np.log(ratios)
+    mean = float(logs.mean())
+    half = float(scipy_stats.t.ppf((1 + level) / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs)))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def _per_round_ratios(base_rounds: list[RunResult], rounds: list[RunResult], key: str) -> list[float]:
+    by_round = {r.spec.round: r for r in base_rounds if r.status == "ok"}
+    ratios = []
+    for r in rounds:
+        b = by_round.get(r.spec.round)
+        if r.status != "ok" or b is None:
+            continue
+        xs, ys = b.finite_samples(key), r.finite_samples(key)
+        if xs and ys and stats.median(ys) > 0:
+            ratios.append(stats.median(xs) / stats.median(ys))
+    return ratios
+
+
+def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
+            bands: dict[str, float] | None = None) -> Speedup | None:
+    """Speed-up of the combination measured by `rounds` over the baseline `base_rounds` (one result per
+    round each, or one result each), on the latency samples `key` (ttft_ms, tpot_ms); None without data."""
+    unstable = any(r.is_stable() is False for r in (*base_rounds, *rounds))
+    if len(rounds) >= 2 and len(base_rounds) >= 2:
+        ratios = _per_round_ratios(base_rounds, rounds, key)
+        if len(ratios) >= 2:
+            value, low, high = paired_ratio_ci(ratios)
+            return Speedup(value, low, high, "rounds", _verdict(low, high, unstable, False), len(ratios))
+    base = next((r for r in base_rounds if r.status == "ok"), None)
+    cur = next((r for r in rounds if r.status == "ok"), None)
+    if base is None or cur is None:
+        return None
+    xs, ys = base.finite_samples(key), cur.finite_samples(key)
+    if len(xs) < 2 or len(ys) < 2:
+        return None
+    value, low, high = stats.ratio_ci(ys, xs, level=CI_LEVEL, n_boot=1000)  # median(xs) / median(ys)
+    in_band = noise_band.inside(SUMMARY_KEY.get(key, key), value, bands)
+    return Speedup(value, low, high, "iterations", _verdict(low, high, unstable, in_band), len(ys))
+
+
+def _verdict(low: float, high: float, unstable: bool, in_band: bool) -> str:
+    if unstable:
+        return UNSTABLE
+    if in_band:
+        return SAME
+    if low > 1.0:
+        return FASTER
+    if high < 1.0:
+        return SLOWER
+    return SAME

@@ -1,0 +1,61 @@
+"""The report's opening: warnings first, then the best plan against the baseline and each toggle's speed-up
+with its CI and a verdict (faster / slower / no significant change / unstable)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfbench.analysis.rounds import merge_rounds
+from perfbench.report.page import Section, Text
+from perfbench.report.table import Column, Table
+from perfbench.results import RunResult
+from perfbench.run.summary_table import baseline_of, plan_label, speedups, warnings
+
+
+def headline_section(results: list[RunResult]) -> Section:
+    section = Section("Headline")
+    for warning in warnings(results):
+        section.blocks.append(Text(f"WARNING: {warning}"))
+    merged = merge_rounds(results)
+    base = baseline_of(merged)
+    if base is None:
+        section.blocks.append(Text("No run finished: nothing to compare.", note=True))
+        return section
+    gains = speedups(results)
+    ranked = [r for r in merged if r.status == "ok" and r is not base
+              and gains.get(r.spec.combination_id, {}).get("tpot_ms") is not None]
+    if ranked:
+        best = max(ranked, key=lambda r: gains[r.spec.combination_id]["tpot_ms"].value)  # type: ignore[union-attr]
+        tpot = gains[best.spec.combination_id]["tpot_ms"]
+        ttft = gains[best.spec.combination_id]["ttft_ms"]
+        section.blocks.append(Text(
+            f"Best plan by TPOT: {plan_label(best)}, vs the baseline ({plan_label(base)}): "
+            f"TPOT {tpot.text() if tpot else '-'}; TTFT {ttft.text() if ttft else '-'}."))
+    rows: list[dict[str, Any]] = []
+    for r in merged:
+        if r is base or r.status != "ok":
+            continue
+        gain = gains.get(r.spec.combination_id, {})
+        row: dict[str, Any] = {"plan": plan_label(r), "toggles_on": len(r.ran_on()),
+                               "stable": {True: "yes", False: "no", None: ""}[r.is_stable()]}
+        for key in ("ttft_ms", "tpot_ms"):
+            g = gain.get(key)
+            if g is not None:
+                row.update({f"{key}_speedup": g.value, f"{key}_lo": g.low, f"{key}_hi": g.high,
+                            f"{key}_verdict": g.verdict, "basis": g.basis})
+        rows.append(row)
+    rows.sort(key=lambda row: (row["toggles_on"], row["plan"]))
+    columns = [Column("plan"), Column("ttft_ms_speedup", "TTFT speed-up", ci=("ttft_ms_lo", "ttft_ms_hi"),
+                                      suffix="x"),
+               Column("ttft_ms_verdict", "TTFT verdict"),
+               Column("tpot_ms_speedup", "TPOT speed-up", ci=("tpot_ms_lo", "tpot_ms_hi"), suffix="x"),
+               Column("tpot_ms_verdict", "TPOT verdict"), Column("stable"), Column("basis")]
+    section.blocks.append(Table("headline", columns, rows,
+                                caption=f"Speed-up over the baseline ({plan_label(base)}): baseline / plan, "
+                                        "95% CI; > 1 is faster"))
+    section.blocks.append(Text(
+        "basis 'rounds': baseline and plan paired within each interleaved round, geometric mean of the per-round "
+        "ratios with a t interval (the round is the unit); 'iterations': one round, bootstrap CI over "
+        "iterations, and a ratio inside the run-to-run band counts as no significant change. 'unstable': a run "
+        "behind it was judged unstable (see its reason); its numbers are not evidence.", note=True))
+    return section

@@ -1,0 +1,200 @@
+"""Is a run's timing trustworthy? A stability verdict per metric and per run, each with its reason.
+
+A metric (TTFT, TPOT: one sample per timed iteration) is unstable when the 95 % CI of its median is wider than
+`MAX_REL_CI` of the median, or when more than `MAX_OUTLIER_SHARE` of its samples lie outside
+`OUTLIER_MADS` scaled median absolute deviations (a bimodal or spiky sample). A run is unstable when any of
+its metrics is, or when the machine was not quiet while it was timed:
+- other processes' CPU load beyond the spare cores (`host_load.contention`, which also covers hypervisor steal);
+- the 1-minute load average above the CPU count (a busy run queue, read from /proc/loadavg);
+- the CPU clock spread across the timed iterations above `MAX_FREQ_SPREAD` (throttling or a governor changing
+  the clock, read from /sys/devices/system/cpu/cpu*/cpufreq/scaling_cur_freq);
+- memory pressure: /proc/pressure/memory "some avg10" above `MAX_MEM_PRESSURE` %, or less than
+  `MIN_MEM_AVAILABLE` of the memory available (/proc/meminfo).
+Where Linux does not expose a counter, that criterion gives no verdict (never a false alarm).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from perfbench.analysis import stats
+from perfbench.run.host_load import contention
+
+MAX_REL_CI = 0.10  # CI width of the median / median
+MAX_OUTLIER_SHARE = 0.2
+OUTLIER_MADS = 5.0  # |x - median| / (1.4826 MAD) beyond this is an outlier
+MAX_FREQ_SPREAD = 0.10  # (max - min) / max of the mean CPU clock sampled before and after timing
+MAX_MEM_PRESSURE = 10.0  # percent of the last 10 s some task stalled on memory
+MIN_MEM_AVAILABLE = 0.05  # share of MemTotal
+CI_LEVEL = 0.95
+# the summary keys the host signals are recorded under
+HOST_SIGNAL_KEYS = ("host_loadavg_1m", "host_cpus", "host_cpu_mhz_min", "host_cpu_mhz_max",
+                    "host_mem_pressure_avg10", "host_mem_available_frac")
+
+PROC = Path("/proc")
+SYS_CPU = Path("/sys/devices/system/cpu")
+
+
+@dataclass(frozen=True)
+class Stability:
+    stable: bool
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"stable": self.stable, "reason": self.reason}
+
+
+def rel_ci_width(values: list[float], level: float = CI_LEVEL) -> float | None:
+    """(hi - lo) / median of the bootstrap CI of the median; None for fewer than 3 samples or a zero median."""
+    if len(values) < 3:
+        return None
+    mid = stats.median(values)
+    if mid <= 0:
+        return None
+    lo, hi = stats.bootstrap_ci(values, level=level, n_boot=1000)
+    return (hi - lo) / mid
+
+
+def outlier_share(values: list[float]) -> float:
+    """Share of samples more than OUTLIER_MADS robust standard deviations (1.4826 MAD) from the median."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size < 3:
+        return 0.0
+    mid = float(np.median(arr))
+    mad = 1.4826 * float(np.median(np.abs(arr - mid)))
+    if mad == 0.0:  # most samples equal: any other value is an outlier
+        return float(np.mean(arr != mid))
+    return float(np.mean(np.abs(arr - mid) / mad > OUTLIER_MADS))
+
+
+def metric_stability(name: str, values: list[float]) -> Stability:
+    """The sample criteria of one metric (see the module docstring)."""
+    reasons = []
+    width = rel_ci_width(values)
+    if width is None:
+        reasons.append(f"{name}: {len(values)} samples, too few for a CI")
+    elif width > MAX_REL_CI:
+        reasons.append(f"{name}: {CI_LEVEL:.0%} CI of the median spans {width:.0%} of it (limit {MAX_REL_CI:.0%})")
+    share = outlier_share(values)
+    if share > MAX_OUTLIER_SHARE:
+        reasons.append(f"{name}: {share:.0%} of samples are outliers (limit {MAX_OUTLIER_SHARE:.0%})")
+    return Stability(not reasons, reasons)
+
+
+def host_reasons(summary: dict[str, float | None]) -> list[str]:
+    """Why the machine was not quiet while timing, from the recorded host figures ([] when it was or when
+    nothing was recorded)."""
+    reasons = []
+    load = contention(summary)
+    if load:
+        reasons.append(load)
+    loadavg, cpus = summary.get("host_loadavg_1m"), summary.get("host_cpus")
+    if loadavg is not None and cpus and loadavg > cpus:
+        reasons.append(f"load average of other work {loadavg:.2f} above the {cpus:g} spare CPUs")
+    lo, hi = summary.get("host_cpu_mhz_min"), summary.get("host_cpu_mhz_max")
+    if lo is not None and hi and (hi - lo) / hi > MAX_FREQ_SPREAD:
+        reasons.append(f"CPU clock varied {lo:.0f}-{hi:.0f} MHz while timing")
+    pressure = summary.get("host_mem_pressure_avg10")
+    if pressure is not None and pressure > MAX_MEM_PRESSURE:
+        reasons.append(f"memory pressure: tasks stalled on memory {pressure:.1f}% of the time")
+    available = summary.get("host_mem_available_frac")
+    if available is not None and available < MIN_MEM_AVAILABLE:
+        reasons.append(f"only {available:.1%} of memory available")
+    return reasons
+
+
+def run_stability(summary: dict[str, float | None], samples: dict[str, list[float]],
+                  metrics: tuple[str, ...] = ("ttft_ms", "tpot_ms")) -> tuple[Stability, dict[str, Stability]]:
+    """(the run's verdict, each metric's verdict). A host reason makes every metric unstable too."""
+    host = host_reasons(summary)
+    per_metric = {}
+    for name in metrics:
+        if name not in samples:
+            continue
+        own = metric_stability(name, list(samples[name]))
+        reasons = own.reasons + host
+        per_metric[name] = Stability(not reasons, reasons)
+    reasons = [r for m in per_metric.values() for r in m.reasons if r not in host] + host
+    return Stability(not reasons, reasons), per_metric
+
+
+# ---- host signals (read around the timed iterations) ---------------------------------------------
+
+
+def _loadavg(proc: Path) -> float | None:
+    try:
+        return float((proc / "loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_mhz(sys_cpu: Path = SYS_CPU) -> float | None:
+    """Mean current clock of the CPUs in MHz (scaling_cur_freq is in kHz); None where cpufreq is absent."""
+    values = []
+    for path in sys_cpu.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"):
+        try:
+            values.append(int(path.read_text().split()[0]) / 1e3)
+        except (OSError, ValueError, IndexError):
+            continue
+    return sum(values) / len(values) if values else None
+
+
+def _mem_pressure(proc: Path) -> float | None:
+    """"some avg10" of /proc/pressure/memory (percent); None without PSI."""
+    try:
+        for line in (proc / "pressure" / "memory").read_text().splitlines():
+            if line.startswith("some"):
+                return float(dict(kv.split("=") for kv in line.split()[1:])["avg10"])
+    except (OSError, ValueError, KeyError):
+        return None
+    return None
+
+
+def _mem_available(proc: Path) -> float | None:
+    try:
+        info = {}
+        for line in (proc / "meminfo").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            info[key] = int(rest.split()[0])
+        return info["MemAvailable"] / info["MemTotal"]
+    except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError):
+        return None
+
+
+@dataclass(frozen=True)
+class HostSignals:
+    loadavg_1m: float | None
+    cpu_mhz: float | None
+    mem_pressure_avg10: float | None
+    mem_available_frac: float | None
+
+
+def read_signals(proc: Path = PROC, sys_cpu: Path = SYS_CPU) -> HostSignals:
+    return HostSignals(_loadavg(proc), cpu_mhz(sys_cpu), _mem_pressure(proc), _mem_available(proc))
+
+
+def signals_summary(before: HostSignals, after: HostSignals, run_threads: int,
+                    cpus: int | None = None) -> dict[str, float | None]:
+    """The summary entries of two readings: the load average net of the run's own threads (the later
+    reading, which covers the timing), clock min/max, the worse memory figures."""
+    cpus = cpus or os.cpu_count() or 1
+    loadavg = after.loadavg_1m
+    clocks = [c for c in (before.cpu_mhz, after.cpu_mhz) if c is not None]
+    pressures = [p for p in (before.mem_pressure_avg10, after.mem_pressure_avg10) if p is not None]
+    avail = [a for a in (before.mem_available_frac, after.mem_available_frac) if a is not None]
+    return {
+        "host_loadavg_1m": None if loadavg is None else round(max(0.0, loadavg - run_threads), 3),
+        "host_cpus": float(max(1, cpus - run_threads)),
+        "host_cpu_mhz_min": round(min(clocks), 1) if clocks else None,
+        "host_cpu_mhz_max": round(max(clocks), 1) if clocks else None,
+        "host_mem_pressure_avg10": max(pressures) if pressures else None,
+        "host_mem_available_frac": round(min(avail), 4) if avail else None,
+    }

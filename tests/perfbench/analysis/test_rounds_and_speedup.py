@@ -1,0 +1,123 @@
+"""Interleaved rounds (seeded order, ids, merging) and speed-ups paired by round, by hand-computed values."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from scipy import stats as scipy_stats
+
+from perfbench.analysis import noise_band
+from perfbench.analysis.compare import match_runs
+from perfbench.analysis.rounds import merge_rounds
+from perfbench.analysis.speedup import FASTER, SAME, UNSTABLE, speedup
+from perfbench.config.rounds import interleave
+from perfbench.config.sweep import PlannedRun
+from perfbench.results import RunPlan, RunResult, RunSpec
+
+
+def _result(combo: str, rnd: int, rounds: int, ttft: list[float], tpot: list[float],
+            stable: bool | None = True) -> RunResult:
+    rid = f"{combo}-r{rnd}" if rounds > 1 else combo
+    spec = RunSpec(run_id=rid, scenario="s", round=rnd, rounds=rounds, combination=combo if rounds > 1 else "")
+    return RunResult(run_id=rid, status="ok", spec=spec, samples={"ttft_ms": ttft, "tpot_ms": tpot},
+                     summary={"ttft_ms_median": sorted(ttft)[len(ttft) // 2],
+                              "tpot_ms_median": sorted(tpot)[len(tpot) // 2]},
+                     stability={} if stable is None else {"stable": stable, "reason": "" if stable else "noisy"})
+
+
+def test_rounds_are_shuffled_per_round_by_the_seed_and_ids_carry_the_round():
+    runs = [PlannedRun(RunSpec(run_id=name, scenario="s"), RunPlan(), name) for name in "abcd"]
+    planned = interleave(runs, rounds=3, seed=7)
+    rng = random.Random(7)  # the same generator, drawn the same way: the expected orders
+    expected = []
+    for k in (1, 2, 3):
+        order = list("abcd")
+        rng.shuffle(order)
+        expected += [f"{x}-r{k}" for x in order]
+    assert [p.spec.run_id for p in planned] == expected
+    assert {(p.spec.combination, p.spec.round, p.spec.rounds) for p in planned if p.spec.run_id == "c-r2"} == {
+        ("c", 2, 3)}
+    assert interleave(runs, rounds=1, seed=7) == runs  # one round: the plan as it was
+
+
+def test_merged_rounds_pool_samples_and_keep_round_medians():
+    merged = merge_rounds([_result("a", 1, 2, [10.0, 12.0, 11.0], [2.0, 2.0, 2.0]),
+                           _result("a", 2, 2, [20.0, 22.0, 21.0], [3.0, 3.0, 3.0])])
+    (a,) = merged
+    assert a.run_id == "a" and a.spec.rounds == 2
+    assert a.samples["round_ttft_ms"] == [11.0, 21.0] and a.samples["round_tpot_ms"] == [2.0, 3.0]
+    assert sorted(a.samples["ttft_ms"]) == [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
+    assert a.summary["ttft_ms_median"] == pytest.approx(16.0)  # median of the pooled six
+    unstable = merge_rounds([_result("a", 1, 2, [1.0] * 3, [1.0] * 3),
+                             _result("a", 2, 2, [1.0] * 3, [1.0] * 3, stable=False)])
+    assert unstable[0].stability == {"stable": False, "reason": "round 2: noisy"}
+
+
+def test_speedup_pairs_each_round_with_its_baseline():
+    # per-round ratios baseline/plan: 20/10 = 2.0, 30/12 = 2.5, 22/11 = 2.0
+    base = [_result("base", k, 3, [t] * 3, [t] * 3) for k, t in ((1, 20.0), (2, 30.0), (3, 22.0))]
+    plan = [_result("plan", k, 3, [t] * 3, [t] * 3) for k, t in ((1, 10.0), (2, 12.0), (3, 11.0))]
+    got = speedup(base, plan, "tpot_ms")
+    logs = [math.log(2.0), math.log(2.5), math.log(2.0)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    half = scipy_stats.t.ppf(0.975, 2) * sd / math.sqrt(3)
+    assert got is not None and got.basis == "rounds" and got.n == 3
+    assert got.value == pytest.approx(math.exp(mean))
+    assert (got.low, got.high) == (pytest.approx(math.exp(mean - half)), pytest.approx(math.exp(mean + half)))
+    assert got.verdict == FASTER
+    plan[1] = _result("plan", 2, 3, [12.0] * 3, [12.0] * 3, stable=False)
+    assert speedup(base, plan, "tpot_ms").verdict == UNSTABLE
+
+
+def test_one_round_inside_the_band_is_no_significant_change():
+    base = [_result("base", 1, 1, [100.0, 101.0, 99.0, 100.5, 99.5] * 4, [10.0] * 5)]
+    plan = [_result("plan", 1, 1, [95.0, 96.0, 94.0, 95.5, 94.5] * 4, [10.0] * 5)]
+    got = speedup(base, plan, "ttft_ms")
+    assert got.basis == "iterations" and got.low > 1.0  # the iteration CI alone would call it faster
+    assert noise_band.inside("ttft_ms_median", got.value)
+    assert got.verdict == SAME
+
+
+def test_compare_tests_round_medians_and_the_band_with_one_round():
+    a = [_result("x", k, 3, [100.0 + k] * 5, [10.0] * 5) for k in (1, 2, 3)]
+    b = [_result("x", k, 3, [150.0 + k] * 5, [10.0] * 5) for k in (1, 2, 3)]
+    (match,), _, _ = match_runs(a, b)
+    ttft = next(c for c in match.changes() if c.metric == "ttft_ms_median")
+    assert ttft.basis == "rounds" and match.a.run_id == "x"
+    # one round each, 5 % apart with tight samples: significant by iterations, but inside the band
+    one_a = [_result("y", 1, 1, [100.0, 100.2, 99.8, 100.1, 99.9] * 3, [10.0] * 5)]
+    one_b = [_result("y", 1, 1, [105.0, 105.2, 104.8, 105.1, 104.9] * 3, [10.0] * 5)]
+    (match,), _, _ = match_runs(one_a, one_b)
+    ttft = next(c for c in match.changes() if c.metric == "ttft_ms_median")
+    assert ttft.basis == "iterations" and ttft.in_band and not ttft.significant
+    assert next(c for c in match.changes({"ttft_ms_median": 0.01}) if c.metric == "ttft_ms_median").significant
+
+
+def test_band_parsing_names_what_is_wrong():
+    assert noise_band.parse_band("tpot_ms_median=0.05") == ("tpot_ms_median", 0.05)
+    for bad, why in (("tpot=0.1", "METRIC=FRACTION"), ("tpot_ms_median=x", "not a number"),
+                     ("tpot_ms_median=2", r"in \[0, 1\)")):
+        with pytest.raises(ValueError, match=why):
+            noise_band.parse_band(bad)
+
+
+def test_ablation_effects_pair_rounds():
+    from perfbench.analysis.attribution import designs, marginal_effects
+
+    def run(combo: str, on: dict[str, bool], k: int, tpot: float) -> RunResult:
+        r = _result(combo, k, 3, [1.0] * 3, [tpot] * 3)
+        r.spec.toggles = on
+        r.plan = RunPlan.from_dict({"chunk_gdr": {"requested": bool(on), "state": "on" if on else "off"}})
+        return r
+
+    # per-round speed-ups of chunk_gdr: 20/10 = 2.0, 30/12 = 2.5, 22/11 = 2.0 (round 2 was slow for both)
+    results = [run("base", {}, k, t) for k, t in ((1, 20.0), (2, 30.0), (3, 22.0))]
+    results += [run("gdr", {"chunk_gdr": True}, k, t) for k, t in ((1, 10.0), (2, 12.0), (3, 11.0))]
+    (design,) = designs(results, "tpot_ms_median")
+    (effect,) = marginal_effects(design)
+    expected = speedup([r for r in results if r.run_id.startswith("base")],
+                       [r for r in results if r.run_id.startswith("gdr")], "tpot_ms")
+    assert (effect.ci_low, effect.ci_high) == (pytest.approx(expected.low), pytest.approx(expected.high))

@@ -1,0 +1,97 @@
+"""Traces checked against their plans: recorded CPU traces (tests/fixtures/cpu_traces) pass their own plan, and
+mismatches planted by removing events from them are reported."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from perfbench.profiling.chrome import parse_chrome_trace
+from perfbench.profiling.plan_check import check_plan, mismatches
+from perfbench.profiling.signatures import COMPILED_GRAPH, SIGNATURES
+
+from .conftest import FIXTURES, require
+
+TRACES = FIXTURES / "cpu_traces"
+CPU_TOGGLES = {name for name, devices in SIGNATURES.items() if "cpu" in devices}
+
+
+def _plans() -> dict[str, dict[str, str]]:
+    return json.loads(require(TRACES / "plans.json").read_text())
+
+
+def _without(tmp_path: Path, trace: str, pattern: str) -> Path:
+    """A copy of a recorded trace with every event whose name matches `pattern` removed."""
+    data = json.loads(gzip.open(require(TRACES / trace)).read())
+    data["traceEvents"] = [e for e in data["traceEvents"] if not re.search(pattern, str(e.get("name", "")))]
+    path = tmp_path / trace.removesuffix(".gz")
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("trace", ["all_off.json.gz", "eager_all_on.json.gz", "graph_all_on.json.gz"])
+def test_recorded_traces_match_the_plans_they_ran(trace):
+    plan = _plans()[trace]
+
+    results = {r.toggle: r for r in check_plan(parse_chrome_trace(require(TRACES / trace)), plan, "cpu")}
+
+    assert mismatches(list(results.values())) == []
+    if plan["graph_mode"] == "off":  # layer scopes on: every toggle with a CPU signature is checked
+        assert {t for t, r in results.items() if r.ok is True} == CPU_TOGGLES
+    else:
+        assert results["graph_mode"].ok is True
+
+
+def test_every_signature_tells_on_from_off():
+    """The all-off trace fails every CPU toggle's `on` signature, and the eager all-on trace every `off`."""
+    plans = _plans()
+    off_events = parse_chrome_trace(TRACES / "all_off.json.gz")
+    on_events = parse_chrome_trace(TRACES / "eager_all_on.json.gz")
+    all_on = plans["eager_all_on.json.gz"]
+    all_off = plans["all_off.json.gz"]
+    eager_toggles = CPU_TOGGLES - {"graph_mode"}
+
+    assert {r.toggle for r in check_plan(off_events, all_on, "cpu") if r.ok is False} == eager_toggles
+    assert {r.toggle for r in check_plan(on_events, all_off, "cpu") if r.ok is False} == eager_toggles
+
+
+def test_graph_mode_without_a_compiled_graph_replay_is_reported(tmp_path):
+    path = _without(tmp_path, "graph_all_on.json.gz", COMPILED_GRAPH)
+
+    lines = mismatches(check_plan(parse_chrome_trace(path), _plans()["graph_all_on.json.gz"], "cpu"))
+
+    assert lines == ["graph_mode on, but 0 compiled-graph replays per decode step (expected at least 1)"]
+
+
+def test_graph_mode_on_an_eager_trace_reports_eager_ops_per_decode_step():
+    events = parse_chrome_trace(TRACES / "all_off.json.gz")
+    decode = events[(events["phase"] == "decode") & (events["side"] == "host")]
+    per_step = decode["name"].str.startswith("aten::").sum() / decode["step"].nunique()
+    plan = {**_plans()["all_off.json.gz"], "graph_mode": "on"}
+
+    lines = mismatches(check_plan(events, plan, "cpu"))
+
+    assert lines == ["graph_mode on, but 0 compiled-graph replays per decode step (expected at least 1); "
+                     f"{per_step:,.0f} eager aten ops per decode step (expected at most 200)"]
+
+
+def test_fused_attention_without_its_kernel_is_reported(tmp_path):
+    path = _without(tmp_path, "eager_all_on.json.gz", r"scaled_dot_product")
+
+    lines = mismatches(check_plan(parse_chrome_trace(path), _plans()["eager_all_on.json.gz"], "cpu"))
+
+    assert lines == ["fused_attention on, but no fused attention ops in attention scopes"]
+
+
+def test_toggles_without_a_signature_are_not_checked():
+    events = parse_chrome_trace(TRACES / "graph_all_on.json.gz")
+
+    result = check_plan(events, {"mm_all_reduce": "off", "fused_attention": "on"}, "cpu")
+
+    assert [r.ok for r in result] == [None, None]
+    assert result[0].line == "mm_all_reduce: no trace signature on cpu"
+    assert result[1].line == "fused_attention on: not checked (no attn scopes in the trace)"

@@ -1,0 +1,118 @@
+"""Stability verdicts: the sample criteria, the host criteria on recorded numbers, the /proc and /sys readers,
+and a real run with a CPU hog beside it flagged in the CSV, the terminal and the report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfbench.run import stability
+from perfbench.run.launcher import PROJECT_DIR
+from perfbench.run.stability import host_reasons, metric_stability, outlier_share, run_stability
+
+QUIET = {"host_other_cores": 0.2, "host_spare_cores": 1.0, "host_steal_cores": 0.0, "host_loadavg_1m": 0.3,
+         "host_cpus": 1.0, "host_cpu_mhz_min": 2400.0, "host_cpu_mhz_max": 2450.0,
+         "host_mem_pressure_avg10": 0.0, "host_mem_available_frac": 0.6}
+
+
+def test_tight_samples_are_stable_and_a_wide_spread_is_not():
+    assert metric_stability("tpot_ms", [10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.02]).stable
+    wide = metric_stability("ttft_ms", [250.0, 4950.0, 900.0, 2600.0, 400.0, 3100.0])
+    assert not wide.stable and "CI of the median spans" in wide.reason
+
+
+def test_outlier_share_by_hand():
+    values = [9.0, 10.0, 11.0, 10.0, 9.0, 11.0, 10.0, 60.0, 70.0, 80.0]
+    # median 10, deviations 1,0,1,0,1,1,0,50,60,70 -> MAD 1, scaled 1.4826: 50/1.48 > 5, 1/1.48 < 5
+    assert outlier_share(values) == pytest.approx(0.3)
+    assert not metric_stability("tpot_ms", values).stable
+    assert "30% of samples are outliers" in metric_stability("tpot_ms", values).reason
+
+
+def test_too_few_samples_cannot_be_called_stable():
+    assert "too few for a CI" in metric_stability("ttft_ms", [1.0, 2.0]).reason
+
+
+def test_a_quiet_machine_gives_no_host_reason():
+    assert host_reasons(QUIET) == []
+    assert host_reasons({}) == []  # nothing recorded (an old result, or not Linux): no verdict
+
+
+def test_recorded_contention_makes_every_metric_unstable():
+    busy = {**QUIET, "host_other_cores": 1.6}  # 1 spare core: 0.6 beyond it is more than the 0.25 margin
+    verdict, per_metric = run_stability(busy, {"ttft_ms": [10.0] * 6, "tpot_ms": [2.0] * 6})
+    assert not verdict.stable and "other processes kept 1.60 cores busy" in verdict.reason
+    assert all(not m.stable for m in per_metric.values())
+    verdict, per_metric = run_stability(QUIET, {"ttft_ms": [10.0] * 6, "tpot_ms": [2.0] * 6})
+    assert verdict.stable and all(m.stable for m in per_metric.values())
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"host_loadavg_1m": 3.5}, "load average of other work 3.50 above the 1 spare CPUs"),
+    ({"host_cpu_mhz_min": 1200.0}, "CPU clock varied 1200-2450 MHz"),
+    ({"host_mem_pressure_avg10": 25.0}, "tasks stalled on memory 25.0%"),
+    ({"host_mem_available_frac": 0.01}, "only 1.0% of memory available"),
+    ({"host_steal_cores": 0.5}, "the hypervisor stole 0.50 cores"),
+])
+def test_each_host_criterion_names_its_reason(change, expected):
+    assert any(expected in r for r in host_reasons({**QUIET, **change}))
+
+
+def test_signals_are_read_from_proc_and_sys(tmp_path):
+    proc, sys_cpu = tmp_path / "proc", tmp_path / "sys"
+    (proc / "pressure").mkdir(parents=True)
+    (proc / "loadavg").write_text("2.50 1.00 0.50 3/400 12345\n")
+    (proc / "pressure" / "memory").write_text("some avg10=12.50 avg60=1.00 avg300=0.00 total=1\n"
+                                              "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    (proc / "meminfo").write_text("MemTotal:       8000 kB\nMemFree: 100 kB\nMemAvailable:   2000 kB\n")
+    for cpu, khz in (("cpu0", 2000000), ("cpu1", 3000000)):
+        (sys_cpu / cpu / "cpufreq").mkdir(parents=True)
+        (sys_cpu / cpu / "cpufreq" / "scaling_cur_freq").write_text(f"{khz}\n")
+    signals = stability.read_signals(proc, sys_cpu)
+    assert signals == stability.HostSignals(2.5, 2500.0, 12.5, 0.25)
+    summary = stability.signals_summary(signals, signals, run_threads=1, cpus=4)
+    assert summary["host_loadavg_1m"] == 1.5 and summary["host_cpus"] == 3.0  # the run's own thread taken off
+    # nothing there: no signal, no verdict
+    assert stability.read_signals(tmp_path / "none", tmp_path / "none") == stability.HostSignals(None, None, None,
+                                                                                                  None)
+
+
+def _tiny_scenario(tmp_path: Path) -> Path:
+    doc = {"perfbench": {"device": "cpu", "model": "tiny", "num_layers": 1,
+                         "workload": {"batch_sizes": [1], "input_lens": [8], "output_len": 3},
+                         "measure": {"warmup": 1, "iterations": 20, "profile": False, "numerics_check": False},
+                         "sweep": {"design": "none"}}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux /proc")
+def test_a_run_beside_a_cpu_hog_is_flagged_unstable_everywhere(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # twice as many spinners as CPUs, each in its own session (outside the run's process group)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "perfbench.cli", "run", str(_tiny_scenario(tmp_path)),
+                               "--out", str(out)], cwd=PROJECT_DIR, env=env, capture_output=True, text=True,
+                              timeout=600)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = list(csv.DictReader((out / "results.csv").open()))
+    assert row["stable"] == "False" and "other processes kept" in row["unstable_reason"]
+    terminal = proc.stdout + proc.stderr
+    assert "UNSTABLE" in terminal and "cannot be trusted" in terminal and "other processes kept" in terminal
+    report = (out / "report.html").read_text()
+    assert "WARNING" in report and "other processes kept" in report
