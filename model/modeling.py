@@ -139,8 +139,11 @@ class Qwen3_5MoeForCausalLM(nn.Module):
 
     # ---- forward -------------------------------------------------------------------------------
     def new_cache(self, batch: int, max_len: int) -> Qwen3_5MoeCache:
-        """State for `batch` sequences of up to `max_len` tokens, with this rank's head counts."""
+        """State for `batch` sequences of up to `max_len` tokens, with this rank's head counts (the KV length is
+        rounded up to the granularity the bound attention op reads)."""
         s = self.sizes
+        multiple = self.ops.kv_cache_multiple
+        max_len = -(-max_len // multiple) * multiple
         return Qwen3_5MoeCache.allocate(self.config, batch, max_len, self.dtype, self.device,
                                         num_kv_heads=s.num_kv_heads, num_v_heads=s.linear_v_heads,
                                         conv_dim=s.linear_conv_dim)

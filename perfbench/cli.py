@@ -12,6 +12,7 @@ import click
 
 from model.config import ConfigError
 from model.parallel_config import ParallelConfigError
+from perfbench.emulation.npu.platforms import PLATFORMS as EMULATED_NPU_PLATFORMS
 from perfbench.errors import UserError
 
 USER_ERRORS = (UserError, ConfigError, ParallelConfigError, FileNotFoundError, NotADirectoryError)
@@ -29,6 +30,19 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(2)
 
     return wrapper
+
+
+EMULATE_NPU = click.option(
+    "--emulate-npu", type=click.Choice(list(EMULATED_NPU_PLATFORMS)), default=None,
+    help="Run the NPU code paths on CPU under the NPU emulator for this platform (910b = Atlas A2, "
+         "910_93 = A3, 950); results are labelled emulated, timings are CPU timings.")
+
+
+def _activate_emulator(platform: str) -> None:
+    from perfbench.emulation.npu import activate
+
+    click.echo(f"emulated npu ({platform}): NPU code paths run on CPU; timings are CPU timings", err=True)
+    activate(platform)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -52,13 +66,17 @@ def main() -> None:
 @click.option("--node-rank", type=int, help="This node's rank, plain multi-node launch (perfbench.cluster.node_rank).")
 @click.option("--rdzv-endpoint", metavar="HOST:PORT",
               help="c10d rendezvous on node 0 (perfbench.cluster.rdzv_endpoint).")
+@EMULATE_NPU
 @user_errors
 def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], dry_run: bool, resume: bool,
         no_report: bool, executor: str, address: str | None, nnodes: int | None, nproc_per_node: int | None,
-        node_rank: int | None, rdzv_endpoint: str | None) -> None:
+        node_rank: int | None, rdzv_endpoint: str | None, emulate_npu: str | None) -> None:
     """Run SCENARIO (a YAML path or a shipped scenario name; default: the default CPU scenario)."""
     from perfbench.run.runner import run_scenario
 
+    if emulate_npu:
+        overrides = (*overrides, "perfbench.device=npu")  # workers inherit the emulator through its env var
+        _activate_emulator(emulate_npu)
     cluster = {"nnodes": nnodes, "nproc_per_node": nproc_per_node, "node_rank": node_rank,
                "rdzv_endpoint": rdzv_endpoint}
     flags = [f"perfbench.cluster.{key}={value}" for key, value in cluster.items() if value is not None]
@@ -141,11 +159,14 @@ def trace(path: str, out_dir: str | None) -> None:
 @main.command()
 @click.option("--check-ops", is_flag=True, help="Run every fast op of this device against its reference.")
 @click.option("--device", default="auto", show_default=True)
+@EMULATE_NPU
 @user_errors
-def doctor(check_ops: bool, device: str) -> None:
+def doctor(check_ops: bool, device: str, emulate_npu: str | None) -> None:
     """The support matrix of this machine: each toggle, its implementation, or why it is inactive."""
     from perfbench.tools.doctor import doctor as run_doctor
 
+    if emulate_npu:
+        _activate_emulator(emulate_npu)
     sys.exit(run_doctor(device=device, check_ops=check_ops))
 
 

@@ -36,6 +36,8 @@ class OpSet:
     moe_ep_decode: Callable[..., torch.Tensor]
     projections: Callable[..., Projections]  # (in_features, {part: out}, dtype, device) -> Projections
     compile_decode: Callable[..., Any]  # (fn, cache_dir | None) -> fn
+    # KV cache lengths are rounded up to a multiple of this: the paged TND attention reads whole blocks
+    kv_cache_multiple: int = 1
 
 
 def _pick(table: dict[str, Callable], on: bool, device: str, variant: str = "") -> Callable:
@@ -90,6 +92,7 @@ def build_ops(plan: Plan) -> OpSet:
         moe_ep_decode=_moe_ep_decode(plan),
         projections=partial(_projections, merged=on("merged_projections")),
         compile_decode=graph.graph_compiler(d, plan.exe_mode, tnd) if on("graph_mode") else graph.eager,
+        kv_cache_multiple=attention.NPU_BLOCK_SIZE if tnd else 1,
     )
 
 

@@ -286,6 +286,18 @@ def _ratio_checks(rule: RatioRule, current: list[RunResult]) -> list[CheckResult
     return [check_ratio_pair(rule, num, den) for num, den in pairs]
 
 
+def refuse_mixed_emulation(base: ResultFolder, cur: ResultFolder) -> None:
+    """Emulated-NPU results are CPU timings of emulated ops: never gated against other hardware's results."""
+    def kinds(folder: ResultFolder) -> set[str]:
+        return {str(r.env.get("emulation") or "not emulated") for r in folder.runs.values()}
+
+    base_kinds, cur_kinds = kinds(base), kinds(cur)
+    if base_kinds != cur_kinds and any(k != "not emulated" for k in base_kinds | cur_kinds):
+        raise UserError(f"gate: baseline runs are {', '.join(sorted(base_kinds))} but current runs are "
+                        f"{', '.join(sorted(cur_kinds))}; emulated npu results (CPU timings) compare only with "
+                        f"results of the same emulation")
+
+
 def run_gate(baseline: Path, current: Path, rules: Path | None, summary: Path | None) -> int:
     """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given.
 
@@ -296,7 +308,9 @@ def run_gate(baseline: Path, current: Path, rules: Path | None, summary: Path | 
     if summary is not None and summary.suffix == ".json":
         raise UserError(f"--summary {summary}: give the markdown path (e.g. gate.md); JSON goes beside it")
     gate_rules = load_rules(rules) if rules is not None else default_rules()
-    report = evaluate(load_folder(baseline, "baseline"), load_folder(current, "current"), gate_rules)
+    base_folder, current_folder = load_folder(baseline, "baseline"), load_folder(current, "current")
+    refuse_mixed_emulation(base_folder, current_folder)
+    report = evaluate(base_folder, current_folder, gate_rules)
     click.echo(report.terminal())
     if summary is not None:
         atomic_write_text(summary, report.markdown())

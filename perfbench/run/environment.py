@@ -97,6 +97,13 @@ def device_info(device: str) -> tuple[str, int]:
     return "unknown", 0
 
 
+def emulation_label() -> str | None:
+    """"emulated npu (<platform>)" when the NPU emulator runs this process, else None."""
+    from perfbench.emulation.npu import label
+
+    return label()
+
+
 def relevant_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 
@@ -111,7 +118,7 @@ def collect_environment(device: str, executor: str | None = None) -> dict[str, A
         "python": platform.python_version(), "python_executable": sys.executable,
         "torch": torch.__version__, "torch_npu": package_version("torch_npu"), "cann": cann_version(),
         "transformers": package_version("transformers"), "torchair": package_version("torchair"),
-        "device": device, "device_name": name, "device_count": count,
+        "device": device, "device_name": name, "device_count": count, "emulation": emulation_label(),
         "torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
         "env": relevant_env(),
         "executor": executor or os.environ.get("PERFBENCH_EXECUTOR") or "local",

@@ -38,6 +38,7 @@ from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.analysis import stats
+from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load, stability
 from perfbench.run.cluster import is_result_writer
@@ -102,7 +103,7 @@ def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: tor
 def build_model(spec: RunSpec, caps: Capabilities, toggles: dict[str, bool] | str,
                 compile_cache_dir: Path | None = None) -> Qwen3_5MoeForCausalLM:
     return Qwen3_5MoeForCausalLM.from_pretrained(
-        spec.model, dtype=DTYPES[spec.dtype], device=caps.device, optimizations=toggles,
+        spec.model, dtype=DTYPES[spec.dtype], device=tensor_device(caps.device), optimizations=toggles,
         parallel_config=spec.parallel, num_layers=spec.num_layers, dummy_weights=not spec.with_ckpt,
         seed=spec.seed, exe_mode=spec.exe_mode, caps=caps, compile_cache_dir=compile_cache_dir)
 
@@ -307,7 +308,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
     layer_scopes = not model.plan.on("graph_mode")
     try:
-        with capture_trace(model.device.type, trace_dir) as capture:
+        # the plan's device: an emulated npu keeps tensors on the CPU but profiles through torch_npu.profiler
+        with capture_trace(model.plan.device, trace_dir) as capture:
             with model.scopes.enable(layers=layer_scopes):
                 run_iteration(model, ids, seq_lens, cache, workload.output_len)
         multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()

@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, type=Path, help="spec.json written by the runner")
     parser.add_argument("--out", required=True, type=Path, help="the run's folder (result.json goes here)")
     args = parser.parse_args(argv)
+    from perfbench.emulation.npu import activate_from_env  # the runner's --emulate-npu, before the model loads
+
+    activate_from_env()
     spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
     result = run(spec, args.out)
     if is_result_writer():

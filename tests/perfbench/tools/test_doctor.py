@@ -63,3 +63,23 @@ def test_op_check_hands_the_fast_op_its_dtype_and_the_reference_fp32():
                     torch.bfloat16)
     assert check.run(torch.Generator().manual_seed(0), "cpu") == 0.0
     assert seen == {"fast": (torch.bfloat16, torch.int64), "ref": torch.float32}
+
+
+@pytest.mark.npu_emulated
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", ["910b", "910_93", "950"])
+def test_doctor_check_ops_passes_on_every_emulated_platform(platform):
+    # a separate process: the emulator installs itself for the life of the process
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "perfbench.cli", "doctor", "--check-ops", "--emulate-npu", platform],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.rstrip().endswith(("ok", "MISMATCH"))
+            or "FAILED" in line]
+    assert len(rows) == 11 and all(line.rstrip().endswith("ok") for line in rows), proc.stdout
+    assert {line.split()[0] for line in rows} >= {"attention_prefill", "attention_decode", "gdr_prefill"}
+    assert f"emulated npu ({platform})" in proc.stdout
+    bf16 = [line for line in rows if line.startswith(("attention", "gdr_prefill"))]
+    assert bf16 and all(" bfloat16 " in line for line in bf16)
