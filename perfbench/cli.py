@@ -58,18 +58,30 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Validate, print the expanded runs with their plans, and stop.")
 @click.option("--resume", is_flag=True, help="Skip runs whose id already finished in --out.")
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: runs one after another here; ray: runs in parallel on a Ray cluster (extra [ray]).")
+@click.option("--address", help="Ray cluster address (default: RAY_ADDRESS, else a Ray started here).")
+@click.option("--nnodes", type=int, help="Nodes a run spans (perfbench.cluster.nnodes).")
+@click.option("--nproc-per-node", type=int, help="Ranks per node (perfbench.cluster.nproc_per_node).")
+@click.option("--node-rank", type=int, help="This node's rank, plain multi-node launch (perfbench.cluster.node_rank).")
+@click.option("--rdzv-endpoint", metavar="HOST:PORT",
+              help="c10d rendezvous on node 0 (perfbench.cluster.rdzv_endpoint).")
 @EMULATE_NPU
 @user_errors
 def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], dry_run: bool, resume: bool,
-        no_report: bool, emulate_npu: str | None) -> None:
+        no_report: bool, executor: str, address: str | None, nnodes: int | None, nproc_per_node: int | None,
+        node_rank: int | None, rdzv_endpoint: str | None, emulate_npu: str | None) -> None:
     """Run SCENARIO (a YAML path or a shipped scenario name; default: the default CPU scenario)."""
     from perfbench.run.runner import run_scenario
 
     if emulate_npu:
         overrides = (*overrides, "perfbench.device=npu")  # workers inherit the emulator through its env var
         _activate_emulator(emulate_npu)
-    sys.exit(run_scenario(scenario, out_dir=out_dir, overrides=list(overrides), dry_run=dry_run, resume=resume,
-                          report=not no_report))
+    cluster = {"nnodes": nnodes, "nproc_per_node": nproc_per_node, "node_rank": node_rank,
+               "rdzv_endpoint": rdzv_endpoint}
+    flags = [f"perfbench.cluster.{key}={value}" for key, value in cluster.items() if value is not None]
+    sys.exit(run_scenario(scenario, out_dir=out_dir, overrides=[*overrides, *flags], dry_run=dry_run,
+                          resume=resume, report=not no_report, executor=executor, address=address))
 
 
 @main.command()

@@ -206,6 +206,28 @@ class SweepSection(Section):
 
 
 @dataclass
+class ClusterSection(Section):
+    PATH: ClassVar[str] = "perfbench.cluster"
+
+    nnodes: int = opt(1, "nodes one run spans (torchrun --nnodes); world_size = nnodes x nproc_per_node", min=1)
+    nproc_per_node: int | None = opt(None, "ranks per node (default world_size // nnodes)", min=1)
+    node_rank: int = opt(0, "this node's rank in a plain multi-node launch (one `perfbench run` per node); "
+                            "node 0 hosts the rendezvous and writes the results", min=0)
+    rdzv_endpoint: str | None = opt(None, "HOST:PORT of the c10d rendezvous, an address of node 0 every node "
+                                          "reaches; needed when nnodes > 1 (the ray executor picks one itself)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.node_rank >= self.nnodes:
+            raise UserError(f"{self.PATH}.node_rank: must be below nnodes ({self.nnodes}), got {self.node_rank}")
+        if self.rdzv_endpoint is not None:
+            host, sep, port = self.rdzv_endpoint.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise UserError(f"{self.PATH}.rdzv_endpoint: must be HOST:PORT (e.g. 10.0.0.1:29400), "
+                                f"got {self.rdzv_endpoint!r}")
+
+
+@dataclass
 class PerfbenchSection(Section):
     PATH: ClassVar[str] = "perfbench"
 
@@ -228,6 +250,7 @@ class PerfbenchSection(Section):
     measure: MeasureSection = opt(MeasureSection, "warm-up, iterations, limits")
     sweep: SweepSection = opt(SweepSection, "which toggle combinations to run")
     env: dict[str, str] = opt(dict, "environment variables of every run (e.g. HCCL_DETERMINISTIC: \"true\")")
+    cluster: ClusterSection = opt(ClusterSection, "nodes a run spans and how their torchruns meet")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -388,12 +411,24 @@ def build_scenario(raw: Any, source: str = "<dict>", name: str | None = None) ->
             parallel.validate(model)
         except ParallelConfigError as err:
             raise UserError(f"{err} (model {pb.model})") from None
+    _check_cluster(pb.cluster, parallel.world_size)
     attn_dp = parallel.attn_dp_size
     for i, batch in enumerate(pb.workload.batch_sizes or ()):
         if batch % attn_dp:
             raise UserError(f"perfbench.workload.batch_sizes[{i}]: {batch} is not a multiple of attn_dp_size "
                             f"{attn_dp} (world_size // attn_tp_size); use a multiple of {attn_dp}")
     return scenario
+
+
+def _check_cluster(cluster: ClusterSection, world_size: int) -> None:
+    path = ClusterSection.PATH
+    if cluster.nproc_per_node is None:
+        if world_size % cluster.nnodes:
+            raise UserError(f"{path}.nnodes: {cluster.nnodes} does not divide parallel_config.world_size "
+                            f"{world_size}; use a divisor or set {path}.nproc_per_node")
+    elif cluster.nnodes * cluster.nproc_per_node != world_size:
+        raise UserError(f"{path}.nproc_per_node: nnodes {cluster.nnodes} x nproc_per_node "
+                        f"{cluster.nproc_per_node} must equal parallel_config.world_size {world_size}")
 
 
 def find_scenario(path_or_name: str | None) -> Path:

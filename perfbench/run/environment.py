@@ -19,8 +19,12 @@ from typing import Any
 
 import torch
 
-ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_")
-ENV_NAMES = ("TASK_QUEUE_ENABLE", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_", "NCCL_", "GLOO_")
+# what torchrun gives each rank: its place in a (multi-node) launch; GROUP_RANK is the node's rank. The master
+# port is left out: a fresh one per run would make every run's environment look different.
+DISTRIBUTED_NAMES = ("MASTER_ADDR", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                     "GROUP_RANK", "GROUP_WORLD_SIZE")
+ENV_NAMES = ("TASK_QUEUE_ENABLE", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", *DISTRIBUTED_NAMES)
 REPO_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -104,8 +108,9 @@ def relevant_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 
 
-def collect_environment(device: str) -> dict[str, Any]:
-    """A snapshot of this process's environment for one result."""
+def collect_environment(device: str, executor: str | None = None) -> dict[str, Any]:
+    """A snapshot of this process's environment for one result; `executor` (default: what the runner put in
+    PERFBENCH_EXECUTOR, else local) says which executor started the run."""
     sha, dirty = git_state()
     name, count = device_info(device)
     return {
@@ -116,6 +121,7 @@ def collect_environment(device: str) -> dict[str, Any]:
         "device": device, "device_name": name, "device_count": count, "emulation": emulation_label(),
         "torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
         "env": relevant_env(),
+        "executor": executor or os.environ.get("PERFBENCH_EXECUTOR") or "local",
         "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

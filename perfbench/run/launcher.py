@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfbench.results import RunSpec
+from perfbench.run.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 
 WORKER_MODULE = "perfbench.run.worker"
 KILL_GRACE_S = 5.0  # SIGTERM first so torchrun can stop its ranks; SIGKILL after this
@@ -34,22 +35,27 @@ def free_port() -> int:
 
 
 def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | None = None,
-                   python: str = sys.executable) -> list[str]:
-    """`python -m perfbench.run.worker ...`, or the same under torchrun on loopback with per-rank logs."""
+                   python: str = sys.executable, launch: NodeLaunch | None = None) -> list[str]:
+    """`python -m perfbench.run.worker ...`, or the same under torchrun with per-rank logs: on loopback, or
+    this node's part of a multi-node `launch`."""
     worker_args = ["-m", WORKER_MODULE, "--spec", str(spec_path), "--out", str(run_dir)]
-    if spec.world_size <= 1:
+    launch = launch or NodeLaunch(nproc_per_node=spec.world_size)
+    if spec.world_size <= 1 and not launch.multi_node:
         return [python, *worker_args]
     return [
-        python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(spec.world_size),
-        "--master-addr", "127.0.0.1", "--master-port", str(port or free_port()), "--max-restarts", "0",
-        "--log-dir", str(run_dir / "ranks"), "--redirects", "3", *worker_args,
+        python, "-m", "torch.distributed.run", *launch.torchrun_args(spec.run_id, port or free_port()),
+        "--max-restarts", "0", "--log-dir", str(run_dir / "ranks"), "--redirects", "3", *worker_args,
     ]
 
 
-def child_env(spec: RunSpec, base: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment + the spec's variables. Thread settings are left as they are."""
+def child_env(spec: RunSpec, base: dict[str, str] | None = None, launch: NodeLaunch | None = None,
+              executor: str = "local") -> dict[str, str]:
+    """This process's environment + the spec's variables + this node's rank and the executor (for the
+    record). Thread settings are left as they are."""
     env = dict(os.environ if base is None else base)
     env.update(spec.env)
+    env[NODE_RANK_ENV] = str(launch.node_rank if launch else 0)
+    env[EXECUTOR_ENV] = executor
     paths = [str(PROJECT_DIR.absolute()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.setdefault("PYTHONUNBUFFERED", "1")  # worker.log shows progress up to a timeout or kill

@@ -41,6 +41,7 @@ from perfbench.analysis import stats
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load, stability
+from perfbench.run.cluster import is_result_writer
 from perfbench.run.stopping import StoppingRule
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload, cach
     logits = _decode_reference(spec, caps, workload)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # runs in parallel (ray executor) may race here
         save_file({"logits": logits.contiguous()}, str(tmp))
         tmp.replace(path)
     return logits
@@ -301,7 +302,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
 
     rank = int(os.environ.get("RANK", "0"))
     # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
-    # rank 0 turns its trace into the run's tables, and every rank's into per_rank_steps.csv
+    # the result's writer (local rank 0 of node 0) turns its trace into the run's tables, and every rank's on
+    # its node into per_rank_steps.csv
     trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
     layer_scopes = not model.plan.on("graph_mode")
@@ -313,7 +315,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
         if multi_rank:
             torch.distributed.barrier()  # every rank's trace is written before rank 0 reads them all
-        if rank != 0:
+        if not is_result_writer():
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
         tables = write_tables(events, run_dir / "tables")

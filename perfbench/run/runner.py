@@ -18,7 +18,10 @@ from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
 from perfbench.results import RunPlan, RunResult, atomic_write_json, load_results, write_results
+from perfbench.run.cluster import NodeLaunch, launch_for
 from perfbench.run.environment import collect_environment
+from perfbench.run.executors.base import Executor
+from perfbench.run.executors.local import LocalExecutor
 from perfbench.run.launcher import (
     ProcessOutcome,
     child_env,
@@ -110,27 +113,31 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
                      started_at=started, wall_s=outcome.wall_s)
 
 
-def execute(planned: PlannedRun, out: Path, env: dict[str, object]) -> tuple[RunResult, float]:
-    """One run in a fresh process (torchrun when world_size > 1): (result, the process's wall seconds)."""
+def execute(planned: PlannedRun, out: Path, env: dict[str, object], launch: NodeLaunch | None = None,
+            base_env: dict[str, str] | None = None, executor: str = "local") -> tuple[RunResult, float]:
+    """One run in a fresh process (torchrun when world_size > 1; node 0's part of a multi-node `launch`):
+    (result, the process's wall seconds). Every executor runs a run through here."""
     spec = planned.spec
     run_dir = out / "runs" / spec.run_id
     (run_dir / "result.json").unlink(missing_ok=True)  # left by an interrupted attempt
     spec_path = run_dir / "spec.json"
     atomic_write_json(spec_path, spec.to_dict())
     started = _now()
-    env_vars = child_env(spec)
+    env_vars = child_env(spec, base_env, launch, executor)
     # one inductor cache per sweep: a kernel compiles once (the first run compiles cold, later ones warm)
     env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "compile_cache" / "inductor").absolute()))
     env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
-    outcome = run_process(worker_command(spec, spec_path, run_dir), env_vars, run_dir / "worker.log",
+    outcome = run_process(worker_command(spec, spec_path, run_dir, launch=launch), env_vars, run_dir / "worker.log",
                           spec.timeout_s)
     return classify(planned, outcome, run_dir, started, env), outcome.wall_s
 
 
-def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult]) -> list[RunResult]:
+def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
+              executor: Executor | None = None) -> list[RunResult]:
     """Run what `previous` lacks; rewrite the result files after each run. Returns this sweep's results."""
+    executor = executor or LocalExecutor()
     device = sweep.runs[0].spec.device if sweep.runs else sweep.caps.device
-    env = collect_environment(device)
+    env = collect_environment(device, executor.name)
     results = list(previous)
     done = {r.run_id for r in previous}
     atomic_write_json(out / "scenario.json", sweep.scenario.as_dict())
@@ -138,23 +145,25 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult]) -> list[Ru
         if planned.spec.run_id not in done:
             atomic_write_json(out / "runs" / planned.spec.run_id / "spec.json", planned.spec.to_dict())
     total = len(sweep.runs)
-    todo = total - sum(r.spec.run_id in done for r in sweep.runs)
-    _say(f"{sweep.scenario.name}: {total} run{'s' * (total != 1)} on {device}, "
-         f"{total - todo} already recorded, {todo} to run; results in {out}")
+    todo = [p for p in sweep.runs if p.spec.run_id not in done]
+    number = {p.spec.run_id: k for k, p in enumerate(sweep.runs, 1)}
+    _say(f"{sweep.scenario.name}: {total} run{'s' * (total != 1)} on {device} ({executor.name} executor), "
+         f"{total - len(todo)} already recorded, {len(todo)} to run; results in {out}")
     start = time.monotonic()
     failures = 0
-    for k, planned in enumerate(sweep.runs, 1):
+
+    def announce(planned: PlannedRun) -> None:
         spec = planned.spec
-        if spec.run_id in done:
-            continue
-        _say(f"[{k}/{total}] {spec.run_id} {shape_label(spec)} {compact(planned.plan)} ... ", end="")
-        result, wall = execute(planned, out, env)
+        _say(f"[{number[spec.run_id]}/{total}] {spec.run_id} {shape_label(spec)} {compact(planned.plan)} ... "
+             f"{executor.started_word}")
+
+    for planned, result, wall in executor.run(todo, out, env, announce):
         results.append(result)
         write_results(out, results)
         failures += result.status != "ok"
         unstable = "" if result.is_stable() is not False else f", UNSTABLE: {result.stability.get('reason')}"
-        _say(f"{result.status} {wall:.1f}s (elapsed {_duration(time.monotonic() - start)}, "
-             f"failures {failures}){unstable}")
+        _say(f"[{number[planned.spec.run_id]}/{total}] {planned.spec.run_id} {result.status} {wall:.1f}s "
+             f"(elapsed {_duration(time.monotonic() - start)}, failures {failures}){unstable}")
         if result.status != "ok" and result.error:
             _say(f"    {result.error.strip().splitlines()[-1][:200]}")
         for line in (result.trace or {}).get("plan_mismatches") or []:
@@ -176,25 +185,49 @@ def _build_report(out: Path) -> None:
              f"rerun with `perfbench report {out}`")
 
 
+def make_executor(name: str, address: str | None, launch: NodeLaunch) -> Executor:
+    if name == "ray":
+        from perfbench.run.executors.ray_executor import RayExecutor
+
+        return RayExecutor(address, launch)
+    if address is not None:
+        raise UserError("--address: only with --executor ray")
+    return LocalExecutor(launch if launch.multi_node else None)
+
+
 def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str], dry_run: bool,
-                 resume: bool, report: bool) -> int:
+                 resume: bool, report: bool, executor: str = "local", address: str | None = None) -> int:
     """Validate, expand and run a scenario. Exit code: 0 all runs ok, 1 some run failed, 130 interrupted."""
     sc = load_scenario(scenario, overrides)
+    launch = launch_for(sc.perfbench.cluster, sc.parallel_config.world_size,
+                        need_endpoint=executor == "local" and not dry_run)
+    if executor == "ray" and launch.node_rank:
+        raise UserError("perfbench.cluster.node_rank: the ray executor starts every node itself; run it once, "
+                        "without --node-rank")
     caps, present = capabilities_for(sc, dry_run)
     sweep = plan_sweep(sc, caps, device_present=present)
     if dry_run:
         print(sweep.describe())
+        if launch.multi_node:
+            print(f"cluster: each run on {launch.nnodes} nodes x {launch.nproc_per_node} ranks "
+                  f"(c10d rendezvous at {launch.rdzv_endpoint or 'an endpoint given at run time'})")
         return 0
     missing = sc.model_missing()
     if missing:
         raise UserError(f"{Path(sc.source).name}: {missing}")
     out = Path(out_dir) if out_dir else default_out(sc.name)
+    if launch.node_rank:
+        from perfbench.run.executors.follower import follow_sweep
+
+        return follow_sweep(sweep, out, launch, resume)
     previous = previous_results(out, resume, out_dir is not None)
     try:
-        results = run_sweep(sweep, out, previous)
+        results = run_sweep(sweep, out, previous, make_executor(executor, address, launch))
     except KeyboardInterrupt:
         again = " ".join(["perfbench run", *([scenario] if scenario else []),
-                          *(f"--set {o}" for o in overrides), f"--out {out} --resume"])
+                          *(f"--set {o}" for o in overrides),
+                          *([f"--executor {executor}"] if executor != "local" else []),
+                          *([f"--address {address}"] if address else []), f"--out {out} --resume"])
         _say(f"\ninterrupted; finished runs are in {out}/results.jsonl; continue with: {again}")
         return INTERRUPTED_EXIT
     if report:

@@ -1,7 +1,8 @@
 """One run, in its own process: `python -m perfbench.run.worker --spec <run_dir>/spec.json --out <run_dir>`.
 
 Reads the RunSpec, calls `perfbench.run.measure.measure_run`, and writes `<run_dir>/result.json` atomically
-(rank 0 only under torchrun). An exception becomes a result with status "error" and the traceback, exit 1.
+(local rank 0 of node 0 only under torchrun). An exception becomes a result with status "error" and the
+traceback, exit 1.
 
 Fault drills (the test hook for the runner's failure handling): the environment variable PERFBENCH_FAULT makes
 the worker fail on purpose before measuring:
@@ -25,6 +26,7 @@ import traceback
 from pathlib import Path
 
 from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
+from perfbench.run.cluster import is_result_writer
 
 FAULT_ENV = "PERFBENCH_FAULT"
 FAULTS = ("raise", "hang", "kill", "exit")
@@ -64,11 +66,6 @@ def inject_fault(fault: str | None) -> None:
         sys.exit(3)
 
 
-def is_writer() -> bool:
-    """Rank 0 writes the result (RANK unset outside torchrun)."""
-    return os.environ.get("RANK") in (None, "0")
-
-
 def run(spec: RunSpec, run_dir: Path) -> RunResult:
     """Measure one spec; an exception becomes an "error" result carrying the traceback."""
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -102,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     activate_from_env()
     spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
     result = run(spec, args.out)
-    if is_writer():
+    if is_result_writer():
         atomic_write_json(args.out / "result.json", result.to_dict())
     if result.status != "ok":
         print(f"run {spec.run_id}: {result.status}\n{result.error or ''}", file=sys.stderr)

@@ -261,9 +261,13 @@ def test_worker_records_an_exception_as_an_error_result(tmp_path, monkeypatch):
     assert result["env"]["torch_threads"] >= 1 and result["started_at"]
 
 
-def test_only_rank_zero_writes_the_result(tmp_path, monkeypatch):
+@pytest.mark.parametrize("rank_env", [{"RANK": "1", "LOCAL_RANK": "1"},
+                                      {"RANK": "0", "LOCAL_RANK": "0", "PERFBENCH_NODE_RANK": "1"}],
+                         ids=["rank 1", "local rank 0 of node 1"])
+def test_only_local_rank_zero_of_node_zero_writes_the_result(tmp_path, monkeypatch, rank_env):
     monkeypatch.setenv(worker.FAULT_ENV, "raise")
-    monkeypatch.setenv("RANK", "1")
+    for name, value in rank_env.items():
+        monkeypatch.setenv(name, value)
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(RunSpec(run_id="r1", scenario="s").to_dict()))
     assert worker.main(["--spec", str(spec_path), "--out", str(tmp_path)]) == 1
