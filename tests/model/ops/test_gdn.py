@@ -255,7 +255,8 @@ def test_npu_decode_wrapper_on_op_reference(shape: tuple) -> None:
 
 def test_tables_cover_devices() -> None:
     assert set(GDR_DECODE) == {"ref", "cpu", "cuda", "npu"}
-    assert set(GDR_PREFILL) == set(GDR_DECODE) | {"cuda_torch"}  # CUDA without fla
+    # plan variants: CUDA without fla, CPU without a C++ compiler
+    assert set(GDR_PREFILL) == set(GDR_DECODE) | {"cuda_torch", "cpu_eager"}
 
 
 # ---- real devices ----

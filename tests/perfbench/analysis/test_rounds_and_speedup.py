@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 from scipy import stats as scipy_stats
@@ -12,8 +11,6 @@ from perfbench.analysis import noise_band
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
 from perfbench.analysis.speedup import FASTER, SAME, UNSTABLE, speedup
-from perfbench.config.rounds import interleave
-from perfbench.config.sweep import PlannedRun
 from perfbench.results import RunPlan, RunResult, RunSpec
 
 
@@ -25,21 +22,6 @@ def _result(combo: str, rnd: int, rounds: int, ttft: list[float], tpot: list[flo
                      summary={"ttft_ms_median": sorted(ttft)[len(ttft) // 2],
                               "tpot_ms_median": sorted(tpot)[len(tpot) // 2]},
                      stability={} if stable is None else {"stable": stable, "reason": "" if stable else "noisy"})
-
-
-def test_rounds_are_shuffled_per_round_by_the_seed_and_ids_carry_the_round():
-    runs = [PlannedRun(RunSpec(run_id=name, scenario="s"), RunPlan(), name) for name in "abcd"]
-    planned = interleave(runs, rounds=3, seed=7)
-    rng = random.Random(7)  # the same generator, drawn the same way: the expected orders
-    expected = []
-    for k in (1, 2, 3):
-        order = list("abcd")
-        rng.shuffle(order)
-        expected += [f"{x}-r{k}" for x in order]
-    assert [p.spec.run_id for p in planned] == expected
-    assert {(p.spec.combination, p.spec.round, p.spec.rounds) for p in planned if p.spec.run_id == "c-r2"} == {
-        ("c", 2, 3)}
-    assert interleave(runs, rounds=1, seed=7) == runs  # one round: the plan as it was
 
 
 def test_merged_rounds_pool_samples_and_keep_round_medians():

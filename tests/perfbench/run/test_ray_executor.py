@@ -117,8 +117,17 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
     for run_id, mine in local.items():
         theirs = got[run_id]
         assert theirs.status == "ok"
-        assert shape(theirs.to_dict()) == shape(mine.to_dict())
-        assert theirs.numerics == mine.numerics
+        # the recorded launcher variables differ by nature (Ray sets OMP_NUM_THREADS per task, for example);
+        # everything else has the same structure
+        ray_record, local_record = theirs.to_dict(), mine.to_dict()
+        assert set(ray_record["env"]["env"]) >= set(local_record["env"]["env"]) - {"OMP_NUM_THREADS"}
+        ray_record["env"]["env"] = local_record["env"]["env"] = {}
+        assert shape(ray_record) == shape(local_record)
+        # same tokens and reference; the logit difference itself depends on the intra-op thread count (Ray pins
+        # a task to its CPUs), so it agrees to rounding, not bit for bit
+        assert {k: v for k, v in theirs.numerics.items() if k != "max_abs_logit_diff"} == \
+            {k: v for k, v in mine.numerics.items() if k != "max_abs_logit_diff"}
+        assert theirs.numerics["max_abs_logit_diff"] == pytest.approx(mine.numerics["max_abs_logit_diff"], abs=1e-5)
         assert theirs.plan == mine.plan and theirs.spec == mine.spec
     header = [(folder / "results.csv").read_text().splitlines()[0] for folder in (ray_out, local_out)]
     assert header[0] == header[1]
