@@ -78,7 +78,8 @@ def check_gdr(cfg, reps: int, failures: list[str]) -> list[list[str]]:
                                    initial_state=h0.cuda(), seq_lens=seq_lens.cuda())
     valid = (torch.arange(T)[None, :] < seq_lens[:, None]).cuda()
     for impl in ("cuda", "cuda_torch"):
-        o, s = GDR_PREFILL[impl](**{n: t.cuda() for n, t in x.items()}, scale=Dk ** -0.5, initial_state=h0.cuda(), seq_lens=seq_lens.cuda())
+        o, s = GDR_PREFILL[impl](**{n: t.cuda() for n, t in x.items()}, scale=Dk ** -0.5, initial_state=h0.cuda(),
+                                 seq_lens=seq_lens.cuda())
         err_o, err_s = rel_rms(o_ref[valid], o[valid]), rel_rms(s_ref, s)
         finite = bool(torch.isfinite(o.float()).all())
         ok = finite and max(err_o, err_s) < GDR_MAX_REL_RMS
