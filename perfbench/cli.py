@@ -189,10 +189,10 @@ def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], override
 
 
 @main.command("list")
-@click.argument("what", type=click.Choice(["toggles", "presets", "scenarios"]), default="toggles")
+@click.argument("what", type=click.Choice(["toggles", "presets", "options", "scenarios"]), default="toggles")
 @user_errors
 def list_(what: str) -> None:
-    """List toggles, model presets or shipped scenarios."""
+    """List toggles, model presets, scenario options (with their help) or shipped scenarios."""
     from perfbench.tools.listing import listing
 
     click.echo(listing(what))

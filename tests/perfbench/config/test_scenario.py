@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import textwrap
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
@@ -145,20 +145,32 @@ def test_list_scenarios_reads_the_header_comment():
 def test_every_field_has_help_text():
     def sections(cls):
         yield cls
-        for f in dataclasses.fields(cls):
-            factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        for field in cls.model_fields.values():
+            factory = field.default_factory
             if isinstance(factory, type) and issubclass(factory, Section):
                 yield from sections(factory)
 
     for top in (c for c in SECTIONS.values() if c is not None):
         for cls in sections(top):
-            for f in dataclasses.fields(cls):
-                assert f.metadata.get("help"), f"{cls.PATH}.{f.name} has no help"
+            for name, field in cls.model_fields.items():
+                assert field.description, f"{cls.PATH}.{name} has no help"
+
+
+def test_list_options_prints_every_key_path_with_its_help():
+    result = CliRunner().invoke(main, ["list", "options"])
+    assert result.exit_code == 0, cli_output(result)
+    lines = result.output.splitlines()
+    row = next(line for line in lines if line.startswith("perfbench.measure.min_iterations "))
+    assert "5" in row and "adaptive stopping: timed calls at least" in row
+    assert any(line.startswith("model_config.custom_params.num_hidden_layers ") for line in lines)
+    assert not any("recipe_extras" in line for line in lines)
 
 
 def test_sections_validate_when_built_in_python():
-    with pytest.raises(UserError, match=r"perfbench\.workload\.batch_sizes\[0\]: must be a positive integer"):
+    with pytest.raises(ValidationError, match="batch_sizes"):
         WorkloadSection(batch_sizes=[0])
+    with pytest.raises(UserError, match=r"^perfbench\.workload\.batch_sizes\[0\]: must be a positive integer, got 0$"):
+        WorkloadSection.from_yaml({"batch_sizes": [0]})
 
 
 # ---- malformed input: one line naming the key path ---------------------------------------------------------
