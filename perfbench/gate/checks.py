@@ -1,6 +1,7 @@
 """One gate check per function: a rule applied to one run (or one pair of runs) gives one `CheckResult`.
 
-Timing checks compare a run with the same run_id in the baseline; ratio and numerics checks read the current
+Timing checks compare a run with the same run_id in the baseline (one-sided, by
+`perfbench.analysis.effect`, the engine `perfbench compare` uses two-sided); ratio and numerics checks read the current
 folder only; toggles and op-count checks are deterministic comparisons with the baseline.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import noise_band, stats
+from perfbench.analysis.effect import effect
 from perfbench.analysis.rounds import ROUND_PREFIX
 from perfbench.gate.rules import (
     METRICS,
@@ -130,16 +132,19 @@ def _direction(metric: Metric, ratio: float) -> str:
 
 # ---- timing vs baseline --------------------------------------------------------------------------
 
+def _worse(metric: Metric) -> str:
+    """The one-sided alternative of a regression: after larger for a latency, smaller for a throughput."""
+    return "less" if metric.higher_is_better else "greater"
+
+
 def mann_whitney_p(rule: TimingRule, base: RunResult, cur: RunResult) -> float | None:
     """The raw one-sided p-value `check_timing` would use, None when it uses no U test (for corrections)."""
     metric = METRICS[rule.metric]
     _, _, before, after = paired_values(base, cur, metric)
     if rule.test != "mann_whitney" or not (before and after):
         return None
-    if stats.min_one_sided_p(len(before), len(after)) >= rule.alpha:
-        return None  # the no-overlap fallback decides, not p
-    alternative = "less" if metric.higher_is_better else "greater"
-    return stats.mann_whitney_u(after, before, alternative=alternative)[1]
+    change = effect(before, after, _worse(metric), rule.alpha, ci_level=None)
+    return change.p_value if change.method == "mann-whitney" else None  # else no-overlap decides, not p
 
 
 def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: float | None = None,
@@ -173,26 +178,27 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
         return CheckResult(status, "timing", name, cur.run_id, f"{_direction(metric, ratio)} ({values}), "
                            f"{threshold_text} (no raw samples: threshold only)", details)
     if rule.test == "bootstrap":
-        level = 1.0 - 2.0 * rule.alpha  # the lower bound is then a one-sided (1 - alpha) bound
-        num, den = (before, after) if metric.higher_is_better else (after, before)
-        _, low, high = stats.ratio_ci(den, num, level=level, stat=_statistic(metric))
-        significant = low > 1.0
+        level = 1.0 - 2.0 * rule.alpha  # the bound on the worse side is then a one-sided (1 - alpha) bound
+        change = effect(before, after, _worse(metric), rule.alpha, ci_level=level, stat=_statistic(metric))
+        low, high = change.ci_low, change.ci_high  # current / baseline
+        if metric.higher_is_better:  # as the ratio above: > 1 is worse
+            low, high = 1.0 / high, 1.0 / low
+        significant = bool(change.ci_excludes_one)
         details.update(ci_low=low, ci_high=high, ci_level=level)
         evidence = (f"{level * 100:g}% CI of ratio [{low:.3f}, {high:.3f}] "
                     f"{'excludes' if significant else 'includes'} 1")
     else:
-        verdict = stats.is_slower(before, after, rule.threshold, rule.alpha,
-                                  higher_is_better=metric.higher_is_better)
-        significant = verdict.significant
-        details.update(p_value=verdict.p_value, method=verdict.method)
-        decisive_p = verdict.p_value
-        evidence = f"p={verdict.p_value:.2g}"
-        if p_adjusted is not None and verdict.method == "mann-whitney":
+        change = effect(before, after, _worse(metric), rule.alpha, ci_level=None)
+        significant = change.significant
+        details.update(p_value=change.p_value, method=change.method)
+        decisive_p = change.p_value
+        evidence = f"p={change.p_value:.2g}"
+        if p_adjusted is not None and change.method == "mann-whitney":
             decisive_p, significant = p_adjusted, p_adjusted < rule.alpha
             details.update(p_adjusted=p_adjusted, correction=correction)
             evidence += f" ({correction}-adjusted {p_adjusted:.2g})"
         evidence += f" {'<' if decisive_p < rule.alpha else '>='} {rule.alpha:g}"
-        if verdict.method == "no-overlap":
+        if change.method == "no-overlap":
             overlap = "no overlap" if significant else "samples overlap"
             evidence += f" ({overlap}: too few samples for the U test)"
     per_round = metric_samples(base, metric, per_round=True) and metric_samples(cur, metric, per_round=True)
@@ -340,7 +346,8 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     low = high = ratio  # without raw samples the point ratio alone decides
     ci = ""
     if num_samples and den_samples:
-        _, low, high = stats.ratio_ci(den_samples, num_samples, stat=_statistic(metric), n_boot=1000)
+        change = effect(den_samples, num_samples, stat=_statistic(metric), n_boot=1000)
+        low, high = change.ci_low, change.ci_high
         details.update(ci_low=low, ci_high=high)
         ci = f", 95% CI [{low:.2f}, {high:.2f}]"
     bounds = " and ".join(b for b in (f">= {rule.min:g}" if rule.min is not None else "",
