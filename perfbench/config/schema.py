@@ -37,9 +37,10 @@ class ValueAt(ValueError):
 
 
 def text_value(value: Any) -> Any:
+    """A number given for a string option stands for its text (platform_version: 950, OMP_NUM_THREADS: 4);
+    a YAML boolean does not (true is rarely meant as the text "true")."""
     if isinstance(value, bool):
         raise ValueAt(f"must be a string, got {value!r} (quote it: \"{str(value).lower()}\")")
-    """A number given for a string option stands for its text (platform_version: 950, OMP_NUM_THREADS: 4)."""
     return str(value) if isinstance(value, int | float) else value
 
 
@@ -77,7 +78,8 @@ class Section(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _keep_recipe_only_keys(cls, raw: Any) -> Any:
+    def _recipe_only_keys_and_nulls(cls, raw: Any) -> Any:
+        """RECIPE_ONLY keys move into recipe_extras; a null list, mapping or section is left to its default."""
         if not isinstance(raw, dict):
             return raw
         out: dict[Any, Any] = {}
