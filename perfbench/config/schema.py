@@ -132,12 +132,11 @@ def _owner(cls: type[Section], loc: list[Any]) -> type[Section]:
     return cls
 
 
-def _expected(kind: str, ctx: dict[str, Any], value: Any) -> str:
+def _expected(kind: str, ctx: dict[str, Any]) -> str:
     """What a value must be, for pydantic error type `kind`."""
     if kind == "greater_than_equal":
-        whole = isinstance(value, int) and not isinstance(value, bool)
-        named = {1: "a positive integer", 0: "a non-negative integer"}
-        return named[ctx["ge"]] if whole and ctx["ge"] in named else f">= {ctx['ge']}"
+        named = {1: "a positive integer", 0: "a non-negative integer"}  # bounds of integer options
+        return named[ctx["ge"]] if type(ctx["ge"]) is int and ctx["ge"] in named else f">= {ctx['ge']}"
     if kind == "greater_than":
         return "a positive number" if ctx["gt"] == 0 else f"> {ctx['gt']}"
     if kind == "less_than_equal":
@@ -166,7 +165,7 @@ def one_line(cls: type[Section], err: ValidationError) -> str:
         return f"{path}{error.suffix}: {error.message}"
     if isinstance(error, ValueError):
         return f"{path}: {error}"
-    expected = _expected(kind, ctx, value)
+    expected = _expected(kind, ctx)
     if expected:
         return f"{path}: must be {expected}, got {value!r}"
     return f"{path}: {first['msg']}, got {value!r}"

@@ -244,6 +244,47 @@ def test_error_names_the_bad_value_and_the_fix(tmp_path):
         load_scenario(str(write(tmp_path, "perfbench: {toggles: {rope: true}}\n")))
 
 
+EXACT_MESSAGES = {
+    "min-iterations": ("perfbench: {measure: {min_iterations: 0}}\n",
+                       "perfbench.measure.min_iterations: must be a positive integer, got 0"),
+    "negative-warmup": ("perfbench: {measure: {warmup: -1}}\n",
+                        "perfbench.measure.warmup: must be a non-negative integer, got -1"),
+    "above-max": ("data_config: {top_p: 1.5}\n", "data_config.top_p: must be <= 1.0, got 1.5"),
+    "below-min": ("data_config: {temperature: -1}\n", "data_config.temperature: must be >= 0.0, got -1"),
+    "choice": ("perfbench: {device: gpu}\n", "perfbench.device: must be one of auto, cpu, cuda, npu, got 'gpu'"),
+    "not-a-bool": ("perfbench: {workload: {ragged: maybe}}\n",
+                   "perfbench.workload.ragged: must be true or false, got 'maybe'"),
+    "not-an-int": ("perfbench: {seed: 1.5}\n", "perfbench.seed: must be an integer, got 1.5"),
+    "bool-for-int": ("scheduler_config: {batch_size: true}\n",
+                     "scheduler_config.batch_size: must be an integer, got True"),
+    "whole-section": ("perfbench: {cluster: {nnodes: 2, node_rank: 2}}\n",
+                      "perfbench.cluster.node_rank: must be below nnodes (2), got 2"),
+    "not-a-mapping": ("perfbench: {measure: 3}\n", "perfbench.measure: must be a mapping, got 3"),
+}
+
+
+@pytest.mark.parametrize("text,expected", EXACT_MESSAGES.values(), ids=EXACT_MESSAGES.keys())
+def test_error_is_the_key_path_what_it_must_be_and_the_value(tmp_path, text, expected):
+    with pytest.raises(UserError) as info:
+        load_scenario(str(write(tmp_path, text)))
+    assert str(info.value) == f"scenario.yaml: {expected}"
+
+
+def test_unknown_key_lists_the_keys_of_its_own_section(tmp_path):
+    with pytest.raises(UserError) as info:
+        load_scenario(str(write(tmp_path, "perfbench: {sweep: {runs: [{toggles: {chunk_gdr: true}, when: 1}]}}\n")))
+    assert str(info.value) == "scenario.yaml: perfbench.sweep.runs[0].when: unknown key; allowed: toggles, env"
+
+
+def test_null_containers_take_their_defaults_and_numbers_stand_for_text(tmp_path):
+    sc = load_scenario(str(write(tmp_path, """
+        model_config: {platform_version: 950}
+        perfbench: {toggles: null, env: {OMP_NUM_THREADS: 4}, measure: null, sweep: {runs: null}}
+        """)))
+    assert sc.model_config.platform_version == "950" and sc.perfbench.env == {"OMP_NUM_THREADS": "4"}
+    assert sc.perfbench.measure.min_iterations == 5 and sc.perfbench.sweep.runs == []
+
+
 BAD_OVERRIDES = {
     "no-equals": ("perfbench.device", "--set 'perfbench.device'"),
     "unknown-section": ("perf.device=cpu", "--set perf.device"),
