@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from perfbench.analysis import noise_band
 from perfbench.analysis.attribution import higher_is_better
 from perfbench.analysis.effect import effect
-from perfbench.analysis.rounds import merge_rounds, round_samples
+from perfbench.analysis.rounds import merge_rounds, round_samples, tested_samples
 from perfbench.results import RunResult, WorkloadShape
 
 ALPHA = 0.05
@@ -72,11 +72,9 @@ def _pair_change(metric: str, a: RunResult, b: RunResult,
     if value_a is None or value_b is None or value_a <= 0 or value_b <= 0:
         return None
     sample_key = COMPARED[metric]
-    round_a, round_b = round_samples(a, sample_key), round_samples(b, sample_key)
-    basis = "rounds" if round_a and round_b else "iterations"
-    xs, ys = (round_a, round_b) if round_a and round_b else (a.finite_samples(sample_key),
-                                                              b.finite_samples(sample_key))
-    if len(xs) < 2 or len(ys) < 2:
+    xs, ys, basis = tested_samples(
+        a, b, lambda r, per_round: round_samples(r, sample_key) if per_round else r.finite_samples(sample_key))
+    if xs is None or ys is None or len(xs) < 2 or len(ys) < 2:
         return MetricChange(metric, value_a, value_b, None, None, None, None, basis)
     change = effect(xs, ys, alternative="two-sided", alpha=ALPHA, ci_level=CI_LEVEL)
     lo, hi = change.ci_low, change.ci_high

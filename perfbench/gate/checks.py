@@ -14,7 +14,7 @@ from typing import Any
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import noise_band, stats
 from perfbench.analysis.effect import effect
-from perfbench.analysis.rounds import ROUND_PREFIX
+from perfbench.analysis.rounds import ROUND_PREFIX, tested_samples
 from perfbench.gate.rules import (
     METRICS,
     Metric,
@@ -103,19 +103,26 @@ def _statistic(metric: Metric) -> Any:
     return lambda values: stats.percentile(values, q)
 
 
-def paired_values(first: RunResult, second: RunResult, metric: Metric) -> tuple[
-        float | None, float | None, list[float] | None, list[float] | None]:
-    """(value, value, samples, samples) of two runs from one estimator: the statistic of the raw samples when
-    both runs have them, else both summary values (samples None), so the two sides never mix estimators.
-    When both are merged results of two or more rounds, the samples are the per-round medians (a round is a
-    process: the unit that carries process-to-process variation)."""
-    a, b = metric_samples(first, metric, per_round=True), metric_samples(second, metric, per_round=True)
-    if not (a and b and len(a) >= 2 and len(b) >= 2):
-        a, b = metric_samples(first, metric), metric_samples(second, metric)
+@dataclass(frozen=True)
+class Paired:
+    """Two runs' values of a metric from one estimator, the samples behind them and their basis."""
+
+    first: float | None
+    second: float | None
+    first_samples: list[float] | None
+    second_samples: list[float] | None
+    basis: str  # "rounds" | "iterations" (perfbench.analysis.rounds.tested_samples)
+
+
+def paired_values(first: RunResult, second: RunResult, metric: Metric) -> Paired:
+    """The statistic of the raw samples when both runs have them, else both summary values (samples None), so
+    the two sides never mix estimators. When both are merged results of two or more rounds, the samples are the
+    per-round medians (a round is a process: the unit that carries process-to-process variation)."""
+    a, b, basis = tested_samples(first, second, lambda r, per_round: metric_samples(r, metric, per_round))
     if a and b:
         stat = _statistic(metric)
-        return float(stat(a)), float(stat(b)), a, b
-    return first.metric(metric.summary_key), second.metric(metric.summary_key), None, None
+        return Paired(float(stat(a)), float(stat(b)), a, b, basis)
+    return Paired(first.metric(metric.summary_key), second.metric(metric.summary_key), None, None, basis)
 
 
 def fmt(value: float) -> str:
@@ -140,7 +147,8 @@ def _worse(metric: Metric) -> str:
 def mann_whitney_p(rule: TimingRule, base: RunResult, cur: RunResult) -> float | None:
     """The raw one-sided p-value `check_timing` would use, None when it uses no U test (for corrections)."""
     metric = METRICS[rule.metric]
-    _, _, before, after = paired_values(base, cur, metric)
+    paired = paired_values(base, cur, metric)
+    before, after = paired.first_samples, paired.second_samples
     if rule.test != "mann_whitney" or not (before and after):
         return None
     change = effect(before, after, _worse(metric), rule.alpha, ci_level=None)
@@ -156,7 +164,8 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
     metric = METRICS[rule.metric]
     name = rule.name or rule.metric
     threshold_text = f"threshold {rule.threshold * 100:g}%"
-    base_value, cur_value, before, after = paired_values(base, cur, metric)
+    paired = paired_values(base, cur, metric)
+    base_value, cur_value, before, after = paired.first, paired.second, paired.first_samples, paired.second_samples
     label = metric.statistic if before and after else "value"
     if base_value is None or cur_value is None:
         side = "baseline" if base_value is None else "current"
@@ -201,8 +210,7 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
         if change.method == "no-overlap":
             overlap = "no overlap" if significant else "samples overlap"
             evidence += f" ({overlap}: too few samples for the U test)"
-    per_round = metric_samples(base, metric, per_round=True) and metric_samples(cur, metric, per_round=True)
-    in_band = not per_round and noise_band.inside(metric.summary_key, ratio)
+    in_band = paired.basis == "iterations" and noise_band.inside(metric.summary_key, ratio)
     status = (FAIL if significant and not in_band else INCONCLUSIVE) if exceeds else PASS
     if exceeds and not significant:
         evidence += " (not significant: inconclusive)"
@@ -336,7 +344,9 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     metric = METRICS[rule.metric]
     name = rule.name or f"{rule.metric} ratio"
     pair_id = f"{num.run_id}/{den.run_id}"
-    num_value, den_value, num_samples, den_samples = paired_values(num, den, metric)
+    paired = paired_values(num, den, metric)
+    num_value, den_value, num_samples, den_samples = (paired.first, paired.second, paired.first_samples,
+                                                      paired.second_samples)
     if num_value is None or den_value is None or den_value <= 0:
         return CheckResult(FAIL, "ratio", name, pair_id, f"no usable {metric.summary_key} in the pair")
     ratio = num_value / den_value
