@@ -1,12 +1,12 @@
-"""Comparing runs: the one engine behind `perfbench compare` and `perfbench gate`.
+"""Comparing runs: the matching behind `perfbench compare` and `perfbench gate`, and compare's two-sided verdict.
 
 Runs of two folders match by run_id, then (for `compare`, on request) by what they computed: workload shape +
 effective toggle set. A matched pair's change in a metric is the ratio B / A of the summary value with its
-evidence from the raw samples: a two-sided Mann-Whitney U p-value below ALPHA, and the bootstrap CI of the
-ratio of medians excluding 1. Throughputs have no samples of their own; they are tested on the latency
-samples they derive from (prefill on TTFT, decode on TPOT: the rank test is the same for a quantity and its
-inverse) and their CI is the inverted latency CI. The gate's one-sided timing and ratio checks draw on the
-same `stats` estimators (perfbench/gate/checks.py).
+evidence from the raw samples, by `perfbench/analysis/effect.py` (the gate's one-sided checks call it too): a
+two-sided Mann-Whitney U p-value below ALPHA, and the bootstrap CI of the ratio of medians excluding 1.
+Throughputs have no samples of their own; they are tested on the latency samples they derive from (prefill
+on TTFT, decode on TPOT: the rank test is the same for a quantity and its inverse) and their CI is the
+inverted latency CI.
 
 Process-to-process variation: results of interleaved rounds are merged per combination first
 (perfbench/analysis/rounds.py); with two or more rounds on both sides the per-round medians are the samples
@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfbench.analysis import noise_band, stats
+from perfbench.analysis import noise_band
 from perfbench.analysis.attribution import higher_is_better
-from perfbench.analysis.rounds import merge_rounds, round_samples
+from perfbench.analysis.effect import effect
+from perfbench.analysis.rounds import merge_rounds, round_samples, tested_samples
 from perfbench.results import RunResult, WorkloadShape
 
 ALPHA = 0.05
@@ -71,19 +72,17 @@ def _pair_change(metric: str, a: RunResult, b: RunResult,
     if value_a is None or value_b is None or value_a <= 0 or value_b <= 0:
         return None
     sample_key = COMPARED[metric]
-    round_a, round_b = round_samples(a, sample_key), round_samples(b, sample_key)
-    basis = "rounds" if round_a and round_b else "iterations"
-    xs, ys = (round_a, round_b) if round_a and round_b else (a.finite_samples(sample_key),
-                                                              b.finite_samples(sample_key))
-    if len(xs) < 2 or len(ys) < 2:
+    xs, ys, basis = tested_samples(
+        a, b, lambda r, per_round: round_samples(r, sample_key) if per_round else r.finite_samples(sample_key))
+    if xs is None or ys is None or len(xs) < 2 or len(ys) < 2:
         return MetricChange(metric, value_a, value_b, None, None, None, None, basis)
-    _, p_value = stats.mann_whitney_u(ys, xs, alternative="two-sided")
-    _, lo, hi = stats.ratio_ci(xs, ys, level=CI_LEVEL)
+    change = effect(xs, ys, alternative="two-sided", alpha=ALPHA, ci_level=CI_LEVEL)
+    lo, hi = change.ci_low, change.ci_high
     if higher_is_better(metric):  # throughput ~ 1 / latency
         lo, hi = 1.0 / hi, 1.0 / lo
     in_band = basis == "iterations" and noise_band.inside(metric, value_b / value_a, bands)
-    significant = p_value < ALPHA and not lo <= 1.0 <= hi and not in_band
-    return MetricChange(metric, value_a, value_b, lo, hi, p_value, significant, basis, in_band)
+    significant = change.significant and bool(change.ci_excludes_one) and not in_band
+    return MetricChange(metric, value_a, value_b, lo, hi, change.p_value, significant, basis, in_band)
 
 
 @dataclass

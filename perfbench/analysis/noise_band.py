@@ -17,6 +17,8 @@ the largest |ratio - 1| it reports, either here (the recorded defaults) or per i
 
 from __future__ import annotations
 
+from perfbench.config.key_value import parse_key_number
+
 # relative half-width: a ratio B/A in [1 / (1 + band), 1 + band] is inside the band. Defaults for a CPU host;
 # a dedicated accelerator host is usually quieter.
 DEFAULT_BANDS: dict[str, float] = {
@@ -36,14 +38,6 @@ def inside(metric: str, ratio: float, bands: dict[str, float] | None = None) -> 
 
 
 def parse_band(text: str) -> tuple[str, float]:
-    """"METRIC=FRACTION" (e.g. tpot_ms_median=0.05) as (metric, fraction); ValueError naming what is wrong."""
-    metric, sep, value = text.partition("=")
-    if not sep or metric not in DEFAULT_BANDS:
-        raise ValueError(f"--band {text!r}: expected METRIC=FRACTION with METRIC one of {', '.join(DEFAULT_BANDS)}")
-    try:
-        fraction = float(value)
-    except ValueError:
-        raise ValueError(f"--band {text!r}: {value!r} is not a number") from None
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"--band {text!r}: the fraction must be in [0, 1), got {fraction}")
-    return metric, fraction
+    """"METRIC=FRACTION" (e.g. tpot_ms_median=0.05) as (metric, fraction); UserError naming what is wrong."""
+    return parse_key_number(text, "--band", list(DEFAULT_BANDS), "METRIC=FRACTION",
+                            lambda fraction: 0.0 <= fraction < 1.0, "the fraction must be in [0, 1)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 
 from perfbench.analysis import stats
 from perfbench.results import RunResult
@@ -28,6 +29,18 @@ def round_samples(result: RunResult, key: str) -> list[float] | None:
     """The per-round medians of a merged result (two or more rounds), else None."""
     values = result.finite_samples(ROUND_PREFIX + key)
     return values if len(values) >= 2 else None
+
+
+def tested_samples(first: RunResult, second: RunResult,
+                   read: Callable[[RunResult, bool], list[float] | None],
+                   ) -> tuple[list[float] | None, list[float] | None, str]:
+    """The samples a comparison of two runs tests, and their basis. "rounds": the per-round medians, when both
+    runs are merged results of two or more rounds; else "iterations": the iteration samples (then the
+    run-to-run band applies, perfbench/analysis/noise_band.py). `read(result, per_round)` reads one side."""
+    a, b = read(first, True), read(second, True)
+    if a and b and len(a) >= 2 and len(b) >= 2:
+        return a, b, "rounds"
+    return read(first, False), read(second, False), "iterations"
 
 
 def _merge(combination: str, rounds: list[RunResult]) -> RunResult:

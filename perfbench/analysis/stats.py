@@ -1,4 +1,4 @@
-"""Statistics over raw timing samples: point estimates, confidence intervals and one-sided regression tests.
+"""Statistics over raw timing samples: point estimates, confidence intervals and rank tests.
 
 Pure functions over sequences of floats (numpy and scipy.stats, no torch, no I/O, no formatting). Every
 docstring names its estimator so that a number in a report can be traced to how it was computed.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -132,58 +131,9 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float], alternative: str = "t
     return float(result.statistic), float(result.pvalue)
 
 
-@dataclass(frozen=True)
-class SlowdownVerdict:
-    """One-sided regression verdict of `after` against `before`.
-
-    ratio: slowdown factor (> 1 is worse): median(after)/median(before) for latencies, the inverse for
-    higher-is-better metrics. regressed = significant and exceeds_threshold.
-    """
-
-    ratio: float
-    p_value: float
-    significant: bool
-    exceeds_threshold: bool
-    method: str  # "mann-whitney" or "no-overlap" (too few samples for U to reach alpha)
-
-    @property
-    def regressed(self) -> bool:
-        return self.significant and self.exceeds_threshold
-
-
 def min_one_sided_p(m: int, n: int) -> float:
     """Smallest one-sided Mann-Whitney p-value samples of sizes m and n can reach: 1 / C(m+n, m)."""
     return 1.0 / math.comb(m + n, m)
-
-
-def is_slower(before: Sequence[float], after: Sequence[float], threshold: float, alpha: float,
-              higher_is_better: bool = False) -> SlowdownVerdict:
-    """Is `after` worse than `before` by more than `threshold` (relative), and not by chance?
-
-    One-sided: only a slowdown can regress (after larger for latencies; after smaller when
-    `higher_is_better`, e.g. tokens/s). Estimator: ratio of medians. Test: one-sided Mann-Whitney U
-    (`mann_whitney_u`), significant when p < alpha. When the samples are too small for any outcome to reach
-    alpha (1 / C(m+n, m) >= alpha), significance falls back to complete separation of the two samples
-    (every after value worse than every before value), the conservative check asv uses for tiny samples.
-    """
-    if threshold < 0:
-        raise ValueError(f"threshold must be >= 0, got {threshold!r}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    x = _as_array(before, "before")
-    y = _as_array(after, "after")
-    med_before, med_after = float(np.median(x)), float(np.median(y))
-    worse_num, worse_den = (med_before, med_after) if higher_is_better else (med_after, med_before)
-    ratio = worse_num / worse_den if worse_den > 0 else math.inf
-    alternative = "less" if higher_is_better else "greater"
-    _, p_value = mann_whitney_u(y, x, alternative=alternative)
-    if min_one_sided_p(x.size, y.size) < alpha:
-        significant, method = p_value < alpha, "mann-whitney"
-    else:
-        separated = y.max() < x.min() if higher_is_better else y.min() > x.max()
-        significant, method = bool(separated), "no-overlap"
-    return SlowdownVerdict(ratio=ratio, p_value=p_value, significant=bool(significant),
-                           exceeds_threshold=ratio > 1.0 + threshold, method=method)
 
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:

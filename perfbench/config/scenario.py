@@ -2,201 +2,231 @@
 
 A recipe YAML (model_config / parallel_config / scheduler_config / data_config) is a valid scenario on its
 own; every `perfbench:` option left out is derived from those sections (see `Scenario` docstring). Each YAML
-section is one dataclass whose fields carry their help text; `perfbench/config/schema.py` turns raw YAML
-into them and reports bad input as one line naming the key path.
+section is one pydantic model whose fields carry their help text (`perfbench list options` prints it);
+`perfbench/config/schema.py` holds the base model and reports bad input as one line naming the key path.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from model.config import PRESETS, ConfigError, Qwen3_5MoeTextConfig, load_config
 from model.parallel_config import ParallelConfig, ParallelConfigError
 from model.toggles import TOGGLE_NAMES
-from perfbench.config.schema import Section, opt, parse_section, read_yaml, with_overrides
+from perfbench.config.schema import (
+    NonNegativeInt,
+    OneOrMany,
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    Text,
+    ValueAt,
+    read_yaml,
+    text_value,
+    with_overrides,
+)
 from perfbench.errors import UserError
 
 # Shipped as package data, so a plain (non-editable) install finds them too.
 SCENARIOS_DIR = Path(str(importlib.resources.files("perfbench") / "scenarios"))
-DESIGNS = ("none", "grid", "one_at_a_time", "leave_one_out", "cumulative", "explicit")
-EXE_MODES = ("eager", "ge_graph", "npugraph_ex")
+Design = Literal["none", "grid", "one_at_a_time", "leave_one_out", "cumulative", "explicit"]
+ExeMode = Literal["eager", "ge_graph", "npugraph_ex"]
 # What the recipe always runs fused (npu_recipe.md 2.1: no switch, always on at HEAD).
 RECIPE_ALWAYS_ON = ("fused_rope", "fused_attention", "fused_rmsnorm", "chunk_gdr", "merged_projections",
                     "grouped_moe")
 
 
+def _known_toggles(request: dict[str, bool]) -> dict[str, bool]:
+    for name in request:
+        if name not in TOGGLE_NAMES:
+            raise ValueAt(f"unknown toggle; toggles are {', '.join(TOGGLE_NAMES)}", f".{name}")
+    return request
+
+
+def _toggle_list(names: list[str]) -> list[str]:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name not in TOGGLE_NAMES:
+            raise ValueAt(f"unknown toggle {name!r}; toggles are {', '.join(TOGGLE_NAMES)}", f"[{i}]")
+        if name in seen:
+            raise ValueAt(f"{name!r} is listed twice", f"[{i}]")
+        seen.add(name)
+    return names
+
+
+ToggleRequest = Annotated[dict[str, bool], AfterValidator(_known_toggles)]
+ToggleList = Annotated[list[str], OneOrMany, AfterValidator(_toggle_list)]
+RecipeExtras = dict[str, Any]
+
+
 # ---- recipe sections ---------------------------------------------------------------------------------------
-@dataclass
 class CustomParams(Section):
-    PATH: ClassVar[str] = "model_config.custom_params"
+    PATH = "model_config.custom_params"
     # Recipe custom params perfbench accepts and records but does not act on.
-    RECIPE_ONLY: ClassVar[tuple[str, ...]] = (
-        "enable_decode_moe_dispatch_combine_v2", "enable_superkernel", "enable_online_mxfp8_quantization",
-        "online_mxfp8_quant_layers", "online_mxfp8_ignored_layers", "enable_afd")
+    RECIPE_ONLY = ("enable_decode_moe_dispatch_combine_v2", "enable_superkernel", "enable_online_mxfp8_quantization",
+                   "online_mxfp8_quant_layers", "online_mxfp8_ignored_layers", "enable_afd")
 
-    enable_mm_all_reduce_base: bool = opt(False, "recipe: fuse TP matmul + all_reduce in prefill "
-                                                 "(npu_mm_all_reduce_base); default of toggle mm_all_reduce")
-    enable_gdn_solve_triangular: bool = opt(False, "recipe: solve_triangular in its torch GDN fallback "
-                                                   "(recorded only)")
-    num_hidden_layers: int | None = opt(None, "recipe: layer-count override; default of perfbench.num_layers",
-                                        min=1)
-    recipe_extras: dict[str, Any] = opt(dict, "recipe custom params kept for the record")
+    enable_mm_all_reduce_base: bool = Field(False, description="recipe: fuse TP matmul + all_reduce in prefill "
+                                            "(npu_mm_all_reduce_base); default of toggle mm_all_reduce")
+    enable_gdn_solve_triangular: bool = Field(False, description="recipe: solve_triangular in its torch GDN "
+                                              "fallback (recorded only)")
+    num_hidden_layers: PositiveInt | None = Field(None, description="recipe: layer-count override; default of "
+                                                  "perfbench.num_layers")
+    recipe_extras: RecipeExtras = Field(default_factory=dict, description="recipe custom params kept for the record")
 
 
-@dataclass
 class ModelConfigSection(Section):
-    PATH: ClassVar[str] = "model_config"
-    RECIPE_ONLY: ClassVar[tuple[str, ...]] = (
-        "output_path", "dtype", "next_n", "packed_sequence", "enable_hadamard", "hadamard_weight_path")
+    PATH = "model_config"
+    RECIPE_ONLY = ("output_path", "dtype", "next_n", "packed_sequence", "enable_hadamard", "hadamard_weight_path")
 
-    model_name: str = opt("qwen3.5", "recipe model registry name (recorded only)")
-    model_path: str | None = opt(None, "checkpoint folder (config.json [+ safetensors]); "
-                                       "default of perfbench.model")
-    exe_mode: str = opt("eager", "decode execution mode; graph_mode defaults on unless eager, and on NPU "
-                                 "this picks the graph flavour", choices=EXE_MODES)
-    enable_profiler: bool | None = opt(None, "recipe profiler switch; default of perfbench.measure.profile")
-    with_ckpt: bool = opt(True, "load safetensors weights (false: seeded dummy weights from config.json)")
-    enable_cache_compile: bool = opt(False, "reuse the graph compile cache between runs")
-    force_eplb: bool = opt(False, "recipe: forced expert load balancing (ignored by its Qwen3.5; recorded)")
-    platform_version: str | None = opt(None, "Ascend platform override (default: detected from the device "
-                                             "name)", choices=("A2", "A3", "950"))
-    enable_weight_nz: bool = opt(True, "recipe: NZ weight format on NPU (recorded)")
-    enable_static_kernel: bool = opt(False, "recipe: static kernels, npugraph_ex only (recorded)")
-    enable_dynamic_graph: bool = opt(True, "recipe: dynamic shapes for npugraph_ex (recorded)")
-    custom_params: CustomParams = opt(CustomParams, "model-specific recipe switches")
-    recipe_extras: dict[str, Any] = opt(dict, "recipe model_config keys kept for the record")
+    model_name: Text = Field("qwen3.5", description="recipe model registry name (recorded only)")
+    model_path: Text | None = Field(None, description="checkpoint folder (config.json [+ safetensors]); "
+                                    "default of perfbench.model")
+    exe_mode: ExeMode = Field("eager", description="decode execution mode; graph_mode defaults on unless eager, "
+                              "and on NPU this picks the graph flavour")
+    enable_profiler: bool | None = Field(None, description="recipe profiler switch; default of "
+                                         "perfbench.measure.profile")
+    with_ckpt: bool = Field(True, description="load safetensors weights (false: seeded dummy weights from "
+                            "config.json)")
+    enable_cache_compile: bool = Field(False, description="reuse the graph compile cache between runs")
+    force_eplb: bool = Field(False, description="recipe: forced expert load balancing (ignored by its Qwen3.5; "
+                             "recorded)")
+    platform_version: Annotated[Literal["A2", "A3", "950"], BeforeValidator(text_value)] | None = Field(
+        None, description="Ascend platform override (default: detected from the device name)")
+    enable_weight_nz: bool = Field(True, description="recipe: NZ weight format on NPU (recorded)")
+    enable_static_kernel: bool = Field(False, description="recipe: static kernels, npugraph_ex only (recorded)")
+    enable_dynamic_graph: bool = Field(True, description="recipe: dynamic shapes for npugraph_ex (recorded)")
+    custom_params: CustomParams = Field(default_factory=CustomParams, description="model-specific recipe switches")
+    recipe_extras: RecipeExtras = Field(default_factory=dict, description="recipe model_config keys kept for the "
+                                        "record")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    @model_validator(mode="after")
+    def _static_kernel_needs_npugraph_ex(self) -> ModelConfigSection:
         if self.enable_static_kernel and self.exe_mode != "npugraph_ex":
-            raise UserError(f"{self.PATH}.enable_static_kernel: needs exe_mode npugraph_ex, got exe_mode "
-                            f"{self.exe_mode!r}; set it false or use exe_mode npugraph_ex")
+            raise ValueAt(f"needs exe_mode npugraph_ex, got exe_mode {self.exe_mode!r}; set it false or use "
+                          f"exe_mode npugraph_ex", ".enable_static_kernel")
+        return self
 
 
-@dataclass
 class SchedulerSection(Section):
-    PATH: ClassVar[str] = "scheduler_config"
-    RECIPE_ONLY: ClassVar[tuple[str, ...]] = ("num_reserved_decode_tokens",)
+    PATH = "scheduler_config"
+    RECIPE_ONLY = ("num_reserved_decode_tokens",)
 
-    batch_size: int = opt(1, "requests per batch; default of perfbench.workload.batch_sizes", min=1)
-    max_new_tokens: int = opt(32, "decode steps per request; default of perfbench.workload.output_len", min=1)
-    max_prefill_tokens: int = opt(0, "recipe prefill token budget, 0 = input_truncated_len x batch", min=0)
-    block_size: int = opt(128, "recipe paged KV block size (recorded)", min=1)
-    mem_fraction_static: float = opt(0.85, "recipe static memory fraction (recorded)", gt=0.0, max=1.0)
-    recipe_extras: dict[str, Any] = opt(dict, "recipe scheduler_config keys kept for the record")
+    batch_size: PositiveInt = Field(1, description="requests per batch; default of perfbench.workload.batch_sizes")
+    max_new_tokens: PositiveInt = Field(32, description="decode steps per request; default of "
+                                        "perfbench.workload.output_len")
+    max_prefill_tokens: NonNegativeInt = Field(0, description="recipe prefill token budget, 0 = "
+                                               "input_truncated_len x batch")
+    block_size: PositiveInt = Field(128, description="recipe paged KV block size (recorded)")
+    mem_fraction_static: float = Field(0.85, gt=0.0, le=1.0, description="recipe static memory fraction "
+                                       "(recorded)")
+    recipe_extras: RecipeExtras = Field(default_factory=dict, description="recipe scheduler_config keys kept for "
+                                        "the record")
 
 
-@dataclass
 class DataSection(Section):
-    PATH: ClassVar[str] = "data_config"
-    RECIPE_ONLY: ClassVar[tuple[str, ...]] = ()
+    PATH = "data_config"
 
-    dataset: str = opt("default", "recipe prompt source (perfbench feeds seeded random token ids)")
-    input_truncated_len: int = opt(256, "prompt length; default of perfbench.workload.input_lens", min=1)
-    dataset_path: str = opt("", "recipe dataset folder (recorded)")
-    temperature: float = opt(0.0, "sampling temperature, 0 = greedy", min=0.0)
-    top_p: float = opt(1.0, "nucleus sampling mass", gt=0.0, max=1.0)
-    top_k: int = opt(0, "top-k sampling, 0 = off", min=0)
-    seed: int | None = opt(None, "sampling seed; default of perfbench.seed")
-    recipe_extras: dict[str, Any] = opt(dict, "recipe data_config keys kept for the record")
+    dataset: Text = Field("default", description="recipe prompt source (perfbench feeds seeded random token ids)")
+    input_truncated_len: PositiveInt = Field(256, description="prompt length; default of "
+                                             "perfbench.workload.input_lens")
+    dataset_path: Text = Field("", description="recipe dataset folder (recorded)")
+    temperature: float = Field(0.0, ge=0.0, description="sampling temperature, 0 = greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    top_k: NonNegativeInt = Field(0, description="top-k sampling, 0 = off")
+    seed: int | None = Field(None, description="sampling seed; default of perfbench.seed")
+    recipe_extras: RecipeExtras = Field(default_factory=dict, description="recipe data_config keys kept for the "
+                                        "record")
 
 
 # ---- perfbench section ------------------------------------------------------------------------------------
-@dataclass
 class WorkloadSection(Section):
-    PATH: ClassVar[str] = "perfbench.workload"
+    PATH = "perfbench.workload"
 
-    batch_sizes: list[int] | None = opt(None, "batch sizes to run (default [scheduler_config.batch_size])",
-                                        min=1)
-    input_lens: list[int] | None = opt(None, "prompt lengths to run (default "
-                                             "[data_config.input_truncated_len])", min=1)
-    output_len: int | None = opt(None, "decode steps (default scheduler_config.max_new_tokens)", min=1)
-    ragged: bool = opt(False, "prompts of different lengths in a batch (input_len is the longest)")
+    batch_sizes: Annotated[list[PositiveInt], OneOrMany] | None = Field(
+        None, description="batch sizes to run (default [scheduler_config.batch_size])")
+    input_lens: Annotated[list[PositiveInt], OneOrMany] | None = Field(
+        None, description="prompt lengths to run (default [data_config.input_truncated_len])")
+    output_len: PositiveInt | None = Field(None, description="decode steps (default scheduler_config.max_new_tokens)")
+    ragged: bool = Field(False, description="prompts of different lengths in a batch (input_len is the longest)")
 
 
-@dataclass
 class MeasureSection(Section):
-    PATH: ClassVar[str] = "perfbench.measure"
+    PATH = "perfbench.measure"
 
-    warmup: int = opt(1, "untimed generate calls before timing (graph compile happens here)", min=0)
-    iterations: int | None = opt(None, "a fixed count of timed generate calls (sets min_iterations = "
-                                       "max_iterations); null: adaptive stopping", min=1)
-    min_iterations: int = opt(5, "adaptive stopping: timed calls at least", min=1)
-    max_iterations: int = opt(30, "adaptive stopping: timed calls at most", min=1)
-    max_time_s: float = opt(20.0, "adaptive stopping: stop once timing took this long", gt=0.0)
-    target_rel_ci: float = opt(0.03, "adaptive stopping: stop once the 95% CI of the TTFT and TPOT medians is "
-                                     "this narrow, relative to the median", gt=0.0)
-    timeout_s: float = opt(600.0, "wall-clock limit of one run's process; past it the run is killed", gt=0.0)
-    profile: bool | None = opt(None, "capture a profiler trace after timing (default "
-                                     "model_config.enable_profiler, else true)")
-    numerics_check: bool = opt(True, "compare logits and tokens against the all-off reference")
+    warmup: NonNegativeInt = Field(1, description="untimed generate calls before timing (graph compile happens "
+                                   "here)")
+    iterations: PositiveInt | None = Field(None, description="a fixed count of timed generate calls (sets "
+                                           "min_iterations = max_iterations); null: adaptive stopping")
+    min_iterations: PositiveInt = Field(5, description="adaptive stopping: timed calls at least")
+    max_iterations: PositiveInt = Field(30, description="adaptive stopping: timed calls at most")
+    max_time_s: PositiveFloat = Field(20.0, description="adaptive stopping: stop once timing took this long")
+    target_rel_ci: PositiveFloat = Field(0.03, description="adaptive stopping: stop once the 95% CI of the TTFT "
+                                         "and TPOT medians is this narrow, relative to the median")
+    timeout_s: PositiveFloat = Field(600.0, description="wall-clock limit of one run's process; past it the run "
+                                     "is killed")
+    profile: bool | None = Field(None, description="capture a profiler trace after timing (default "
+                                 "model_config.enable_profiler, else true)")
+    numerics_check: bool = Field(True, description="compare logits and tokens against the all-off reference")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    @model_validator(mode="after")
+    def _iteration_bounds_ordered(self) -> MeasureSection:
         if self.iterations is None and self.max_iterations < self.min_iterations:
-            raise UserError(f"{self.PATH}.max_iterations: must be >= min_iterations ({self.min_iterations}), "
-                            f"got {self.max_iterations}")
+            raise ValueAt(f"must be >= min_iterations ({self.min_iterations}), got {self.max_iterations}",
+                          ".max_iterations")
+        return self
 
 
-@dataclass
 class ExplicitRun(Section):
-    PATH: ClassVar[str] = "perfbench.sweep.runs[]"
+    PATH = "perfbench.sweep.runs[]"
 
-    toggles: dict[str, bool] = opt(dict, "toggles set on top of perfbench.toggles")
-    env: dict[str, str] = opt(dict, "extra environment variables of this run only")
+    toggles: ToggleRequest = Field(default_factory=dict, description="toggles set on top of perfbench.toggles")
+    env: dict[str, Text] = Field(default_factory=dict, description="extra environment variables of this run only")
 
+    @model_validator(mode="before")
     @classmethod
-    def from_yaml(cls, raw: Any) -> ExplicitRun:
+    def _shorthand(cls, raw: Any) -> Any:
+        """`{toggle: bool, ..., env: {...}}` stands for `{toggles: {toggle: bool, ...}, env: {...}}`."""
         if not isinstance(raw, dict):
-            raise UserError(f"{cls.PATH}: must be a mapping of toggle: true/false, got {raw!r}")
-        if isinstance(raw.get("toggles"), dict):  # the spelled-out form {toggles: {...}, env: {...}}
-            return parse_section(cls, raw)
-        return cls(toggles={k: v for k, v in raw.items() if k != "env"}, env=raw.get("env"))
+            raise ValueAt(f"must be a mapping of toggle: true/false, got {raw!r}")
+        if isinstance(raw.get("toggles"), dict):
+            return raw
+        request = {k: v for k, v in raw.items() if k != "env"}
+        for name in request:
+            if name not in TOGGLE_NAMES:  # named where the user wrote it, not under `toggles`
+                raise ValueAt(f"unknown toggle; toggles are {', '.join(TOGGLE_NAMES)}", f".{name}")
+        return {"toggles": request, **({"env": raw["env"]} if raw.get("env") is not None else {})}
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_toggle_names(self.toggles, self.PATH)
 
-
-@dataclass
 class SweepSection(Section):
-    PATH: ClassVar[str] = "perfbench.sweep"
+    PATH = "perfbench.sweep"
 
-    design: str = opt("none", "none: the base only; grid: every combination of sweep.toggles; "
-                              "one_at_a_time: all swept off, then each alone; leave_one_out: all swept on, "
-                              "then each removed; cumulative: add sweep.order one by one; explicit: "
-                              "sweep.runs",
-                      choices=DESIGNS)
-    toggles: list[str] | None = opt(None, "toggles the design varies (default all)")
-    order: list[str] | None = opt(None, "cumulative design: the order toggles are added in "
-                                        "(default sweep.toggles)")
-    runs: list[ExplicitRun] = opt(list, "explicit design: the runs, a list of {toggle: bool} (a run may add "
-                                        "env: {VAR: value}); any other design: extra runs appended to it")
-    rounds: int = opt(1, "interleaved rounds: every combination runs once per round, in a seeded random order "
-                         "per round; results merge per combination and the round is the statistical unit",
-                      min=1)
+    design: Design = Field("none", description="none: the base only; grid: every combination of sweep.toggles; "
+                           "one_at_a_time: all swept off, then each alone; leave_one_out: all swept on, then each "
+                           "removed; cumulative: add sweep.order one by one; explicit: sweep.runs")
+    toggles: ToggleList | None = Field(None, description="toggles the design varies (default all)")
+    order: ToggleList | None = Field(None, description="cumulative design: the order toggles are added in "
+                                     "(default sweep.toggles)")
+    runs: Annotated[list[ExplicitRun], OneOrMany] = Field(
+        default_factory=list, description="explicit design: the runs, a list of {toggle: bool} (a run may add "
+        "env: {VAR: value}); any other design: extra runs appended to it")
+    rounds: PositiveInt = Field(1, description="interleaved rounds: every combination runs once per round, in a "
+                                "seeded random order per round; results merge per combination and the round is "
+                                "the statistical unit")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for key in ("toggles", "order"):
-            names = getattr(self, key)
-            if names is None:
-                continue
-            _check_toggle_names(names, f"{self.PATH}.{key}")
-            seen: set[str] = set()
-            for i, name in enumerate(names):
-                if name in seen:
-                    raise UserError(f"{self.PATH}.{key}[{i}]: {name!r} is listed twice")
-                seen.add(name)
+    @model_validator(mode="after")
+    def _design_has_what_it_needs(self) -> SweepSection:
         if self.design == "explicit" and not self.runs:
-            raise UserError(f"{self.PATH}.runs: design explicit needs at least one run, got none; "
-                            f"e.g. runs: [{{chunk_gdr: true}}, {{chunk_gdr: false}}]")
+            raise ValueAt("design explicit needs at least one run, got none; e.g. runs: [{chunk_gdr: true}, "
+                          "{chunk_gdr: false}]", ".runs")
         if self.toggles == [] and self.design in ("grid", "one_at_a_time", "leave_one_out"):
-            raise UserError(f"{self.PATH}.toggles: design {self.design} needs at least one toggle, got []")
+            raise ValueAt(f"design {self.design} needs at least one toggle, got []", ".toggles")
+        return self
 
     def varied(self) -> list[str]:
         """The toggles this design switches, in order."""
@@ -205,70 +235,62 @@ class SweepSection(Section):
         return list(self.toggles) if self.toggles is not None else list(TOGGLE_NAMES)
 
 
-@dataclass
 class ClusterSection(Section):
-    PATH: ClassVar[str] = "perfbench.cluster"
+    PATH = "perfbench.cluster"
 
-    nnodes: int = opt(1, "nodes one run spans (torchrun --nnodes); world_size = nnodes x nproc_per_node", min=1)
-    nproc_per_node: int | None = opt(None, "ranks per node (default world_size // nnodes)", min=1)
-    node_rank: int = opt(0, "this node's rank in a plain multi-node launch (one `perfbench run` per node); "
-                            "node 0 hosts the rendezvous and writes the results", min=0)
-    rdzv_endpoint: str | None = opt(None, "HOST:PORT of the c10d rendezvous, an address of node 0 every node "
-                                          "reaches; needed when nnodes > 1 (the ray executor picks one itself)")
+    nnodes: PositiveInt = Field(1, description="nodes one run spans (torchrun --nnodes); world_size = nnodes x "
+                                "nproc_per_node")
+    nproc_per_node: PositiveInt | None = Field(None, description="ranks per node (default world_size // nnodes)")
+    node_rank: NonNegativeInt = Field(0, description="this node's rank in a plain multi-node launch (one "
+                                      "`perfbench run` per node); node 0 hosts the rendezvous and writes the "
+                                      "results")
+    rdzv_endpoint: Text | None = Field(None, description="HOST:PORT of the c10d rendezvous, an address of node 0 "
+                                       "every node reaches; needed when nnodes > 1 (the ray executor picks one "
+                                       "itself)")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    @model_validator(mode="after")
+    def _rank_and_endpoint(self) -> ClusterSection:
         if self.node_rank >= self.nnodes:
-            raise UserError(f"{self.PATH}.node_rank: must be below nnodes ({self.nnodes}), got {self.node_rank}")
+            raise ValueAt(f"must be below nnodes ({self.nnodes}), got {self.node_rank}", ".node_rank")
         if self.rdzv_endpoint is not None:
             host, sep, port = self.rdzv_endpoint.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise UserError(f"{self.PATH}.rdzv_endpoint: must be HOST:PORT (e.g. 10.0.0.1:29400), "
-                                f"got {self.rdzv_endpoint!r}")
+                raise ValueAt(f"must be HOST:PORT (e.g. 10.0.0.1:29400), got {self.rdzv_endpoint!r}",
+                              ".rdzv_endpoint")
+        return self
 
 
-@dataclass
 class PerfbenchSection(Section):
-    PATH: ClassVar[str] = "perfbench"
+    PATH = "perfbench"
 
-    name: str | None = opt(None, "scenario name in results and report (default: the file name)")
-    device: str = opt("auto", "where runs execute; auto picks npu, then cuda, then cpu",
-                      choices=("auto", "cpu", "cuda", "npu"))
-    dtype: str = opt("auto", "weights and activations (auto: float32 on cpu, bfloat16 elsewhere)",
-                     choices=("auto", "float32", "bfloat16", "float16"))
-    model: str | None = opt(None, f"preset ({', '.join(PRESETS)}) or checkpoint folder "
-                                  f"(default model_config.model_path, else tiny)")
-    num_layers: int | None = opt(None, "layer-count override (default "
-                                       "model_config.custom_params.num_hidden_layers)", min=1)
-    with_ckpt: bool | None = opt(None, "load checkpoint weights (default model_config.with_ckpt; false for a "
-                                       "preset: seeded dummy weights)")
-    seed: int | None = opt(None, "seed of weights and prompts (default data_config.seed, else 0)")
-    toggles: dict[str, bool] = opt(dict, "base request; missing toggles follow the recipe: its always-on "
-                                         "fused ops on, graph_mode iff exe_mode != eager, mm_all_reduce iff "
-                                         "enable_mm_all_reduce_base, moe_dispatch_combine on")
-    workload: WorkloadSection = opt(WorkloadSection, "request shapes")
-    measure: MeasureSection = opt(MeasureSection, "warm-up, iterations, limits")
-    sweep: SweepSection = opt(SweepSection, "which toggle combinations to run")
-    env: dict[str, str] = opt(dict, "environment variables of every run (e.g. HCCL_DETERMINISTIC: \"true\")")
-    cluster: ClusterSection = opt(ClusterSection, "nodes a run spans and how their torchruns meet")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_toggle_names(self.toggles, f"{self.PATH}.toggles")
+    name: Text | None = Field(None, description="scenario name in results and report (default: the file name)")
+    device: Literal["auto", "cpu", "cuda", "npu"] = Field("auto", description="where runs execute; auto picks npu, "
+                                                          "then cuda, then cpu")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights and activations (auto: float32 on cpu, bfloat16 elsewhere)")
+    model: Text | None = Field(None, description=f"preset ({', '.join(PRESETS)}) or checkpoint folder "
+                               f"(default model_config.model_path, else tiny)")
+    num_layers: PositiveInt | None = Field(None, description="layer-count override (default "
+                                           "model_config.custom_params.num_hidden_layers)")
+    with_ckpt: bool | None = Field(None, description="load checkpoint weights (default model_config.with_ckpt; "
+                                   "false for a preset: seeded dummy weights)")
+    seed: int | None = Field(None, description="seed of weights and prompts (default data_config.seed, else 0)")
+    toggles: ToggleRequest = Field(default_factory=dict, description="base request; missing toggles follow the "
+                                   "recipe: its always-on fused ops on, graph_mode iff exe_mode != eager, "
+                                   "mm_all_reduce iff enable_mm_all_reduce_base, moe_dispatch_combine on")
+    workload: WorkloadSection = Field(default_factory=WorkloadSection, description="request shapes")
+    measure: MeasureSection = Field(default_factory=MeasureSection, description="warm-up, iterations, limits")
+    sweep: SweepSection = Field(default_factory=SweepSection, description="which toggle combinations to run")
+    env: dict[str, Text] = Field(default_factory=dict, description="environment variables of every run (e.g. "
+                                 "HCCL_DETERMINISTIC: \"true\")")
+    cluster: ClusterSection = Field(default_factory=ClusterSection, description="nodes a run spans and how their "
+                                    "torchruns meet")
 
 
 SECTIONS: dict[str, type[Section] | None] = {
     "model_config": ModelConfigSection, "parallel_config": None,  # model.parallel_config.ParallelConfig
     "scheduler_config": SchedulerSection, "data_config": DataSection, "perfbench": PerfbenchSection,
 }
-
-
-def _check_toggle_names(names: Any, path: str) -> None:
-    for name in names:
-        if name not in TOGGLE_NAMES:
-            raise UserError(f"{path}.{name}: unknown toggle; toggles are {', '.join(TOGGLE_NAMES)}"
-                            if isinstance(names, dict) else
-                            f"{path}: unknown toggle {name!r}; toggles are {', '.join(TOGGLE_NAMES)}")
 
 
 def recipe_toggles(model_config: ModelConfigSection) -> dict[str, bool]:
@@ -305,11 +327,11 @@ class Scenario:
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "source": self.source,
-            "model_config": dataclasses.asdict(self.model_config),
+            "model_config": self.model_config.model_dump(),
             "parallel_config": self.parallel_config.as_dict(),
-            "scheduler_config": dataclasses.asdict(self.scheduler_config),
-            "data_config": dataclasses.asdict(self.data_config),
-            "perfbench": dataclasses.asdict(self.perfbench),
+            "scheduler_config": self.scheduler_config.model_dump(),
+            "data_config": self.data_config.model_dump(),
+            "perfbench": self.perfbench.model_dump(),
         }
 
     def is_preset(self) -> bool:
@@ -361,10 +383,10 @@ def _derive(raw_perfbench: PerfbenchSection, mc: ModelConfigSection, sched: Sche
                         f"set it false or point perfbench.model at a checkpoint folder")
     toggles = {**recipe_toggles(mc), **pb.toggles}
     wl = pb.workload
-    workload = dataclasses.replace(
-        wl, batch_sizes=wl.batch_sizes if wl.batch_sizes is not None else [sched.batch_size],
-        input_lens=wl.input_lens if wl.input_lens is not None else [data.input_truncated_len],
-        output_len=wl.output_len if wl.output_len is not None else sched.max_new_tokens)
+    workload = wl.model_copy(update={
+        "batch_sizes": wl.batch_sizes if wl.batch_sizes is not None else [sched.batch_size],
+        "input_lens": wl.input_lens if wl.input_lens is not None else [data.input_truncated_len],
+        "output_len": wl.output_len if wl.output_len is not None else sched.max_new_tokens})
     for key in ("batch_sizes", "input_lens"):
         if not getattr(workload, key):
             raise UserError(f"perfbench.workload.{key}: needs at least one value, got []")
@@ -373,13 +395,13 @@ def _derive(raw_perfbench: PerfbenchSection, mc: ModelConfigSection, sched: Sche
         profile = mc.enable_profiler if mc.enable_profiler is not None else True
     sweep = pb.sweep
     if sweep.design == "cumulative" and sweep.order is None:
-        sweep = dataclasses.replace(sweep, order=sweep.varied())
-    filled = dataclasses.replace(
-        pb, name=pb.name or source_stem, model=model, with_ckpt=with_ckpt,
-        num_layers=pb.num_layers if pb.num_layers is not None else mc.custom_params.num_hidden_layers,
-        seed=pb.seed if pb.seed is not None else (data.seed if data.seed is not None else 0),
-        toggles=toggles, workload=workload, measure=dataclasses.replace(pb.measure, profile=profile),
-        sweep=dataclasses.replace(sweep, toggles=sweep.varied() if sweep.toggles is None else sweep.toggles))
+        sweep = sweep.model_copy(update={"order": sweep.varied()})
+    filled = pb.model_copy(update={
+        "name": pb.name or source_stem, "model": model, "with_ckpt": with_ckpt,
+        "num_layers": pb.num_layers if pb.num_layers is not None else mc.custom_params.num_hidden_layers,
+        "seed": pb.seed if pb.seed is not None else (data.seed if data.seed is not None else 0),
+        "toggles": toggles, "workload": workload, "measure": pb.measure.model_copy(update={"profile": profile}),
+        "sweep": sweep.model_copy(update={"toggles": sweep.varied() if sweep.toggles is None else sweep.toggles})})
     return filled, model_key
 
 
@@ -391,10 +413,10 @@ def build_scenario(raw: Any, source: str = "<dict>", name: str | None = None) ->
     unknown = [k for k in raw if k not in SECTIONS]
     if unknown:
         raise UserError(f"{unknown[0]}: unknown section; sections are {', '.join(SECTIONS)}")
-    mc = parse_section(ModelConfigSection, raw.get("model_config"))
-    sched = parse_section(SchedulerSection, raw.get("scheduler_config"))
-    data = parse_section(DataSection, raw.get("data_config"))
-    pb = parse_section(PerfbenchSection, raw.get("perfbench"))
+    mc = ModelConfigSection.from_yaml(raw.get("model_config"))
+    sched = SchedulerSection.from_yaml(raw.get("scheduler_config"))
+    data = DataSection.from_yaml(raw.get("data_config"))
+    pb = PerfbenchSection.from_yaml(raw.get("perfbench"))
     parallel_raw = raw.get("parallel_config")
     if parallel_raw is not None and not isinstance(parallel_raw, dict):
         raise UserError(f"parallel_config: must be a mapping, got {parallel_raw!r}")

@@ -1,22 +1,25 @@
-"""Typed YAML sections: field declaration, validation, YAML reading and `--set` overrides.
+"""Typed YAML sections on pydantic: the YAML loader, the section base model, one-line errors, `--set` overrides.
 
-A section is a dataclass deriving from `Section`, with a `PATH` (its YAML key path) and fields declared
-with `opt(default, help, **constraints)`. `Section.__post_init__` checks and normalises every field from its
-type hint and constraints, so a section built from YAML or from Python is validated the same way. Every
-error is a one-line `UserError` that starts with the key path.
+A section is a pydantic model deriving from `Section`, with a `PATH` (its YAML key path); each field's help text
+is its `Field(description=...)`, its choices a `Literal`, its bounds `Field` constraints. Values are validated
+strictly (no "yes" for true, no 4.0 for 4), so a section built from YAML or from Python is checked the same way,
+and every error is a one-line `UserError` that starts with the full key path and names the bad value.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import functools
+import json
+import re
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticUndefined
 
 from model.parallel_config import FIELDS as PARALLEL_FIELDS
 from perfbench.errors import UserError
@@ -25,158 +28,163 @@ from perfbench.errors import UserError
 PARALLEL_RECIPE_ONLY = ("dense_tp_size", "o_proj_tp_size", "cp_size", "offline_prefill_dp_group_size")
 
 
-def opt(default: Any, help: str, **constraints: Any) -> Any:  # noqa: A002 - the metadata key is `help`
-    """A section field. `default` may be a factory (list, dict, a Section class). Constraints: choices, min,
-    max, gt (checked on the value, or on each element of a list)."""
-    meta = {"help": help, **constraints}
-    if callable(default):
-        return dataclasses.field(default_factory=default, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+class ValueAt(ValueError):
+    """A validator's finding: `message`, at `suffix` below the key being validated (".chunk_gdr", "[1]")."""
+
+    def __init__(self, message: str, suffix: str = "") -> None:
+        super().__init__(message)
+        self.message, self.suffix = message, suffix
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def text_value(value: Any) -> Any:
+    """A number given for a string option stands for its text (platform_version: 950, OMP_NUM_THREADS: 4);
+    a YAML boolean does not (true is rarely meant as the text "true")."""
+    if isinstance(value, bool):
+        raise ValueAt(f"must be a string, got {value!r} (quote it: \"{str(value).lower()}\")")
+    return str(value) if isinstance(value, int | float) else value
 
 
-def _optional(tp: Any) -> tuple[Any, bool]:
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return args[0], len(args) < len(typing.get_args(tp))
-    return tp, False
+def _one_or_many(value: Any) -> Any:
+    return value if value is None or isinstance(value, list) else [value]  # a scalar: a one-element list
 
 
-def _expected(tp: Any, meta: dict[str, Any]) -> str:
-    if "choices" in meta:
-        return f"one of {', '.join(map(str, meta['choices']))}"
-    if tp is bool:
-        return "true or false"
-    if tp is int:
-        return {1: "a positive integer", 0: "a non-negative integer"}.get(meta.get("min"), "an integer")
-    if tp is float:
-        return "a positive number" if meta.get("gt") == 0 else "a number"
-    if tp is str:
-        return "a string"
-    return getattr(tp, "__name__", str(tp))
+Text = Annotated[str, BeforeValidator(text_value)]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0.0)]
+OneOrMany = BeforeValidator(_one_or_many)
 
 
-def _scalar(value: Any, tp: Any, meta: dict[str, Any], path: str) -> Any:
-    def bad(extra: str = "") -> UserError:
-        return UserError(f"{path}: must be {_expected(tp, meta)}, got {value!r}{extra}")
+class Section(BaseModel):
+    """Base of every YAML section. Subclasses set PATH and may list RECIPE_ONLY keys: keys the
+    cann-recipes-infer schema has that perfbench accepts and keeps in `recipe_extras` without acting on them.
+    A null container (list, mapping, section) stands for its default. `from_yaml` turns pydantic's
+    ValidationError into the one-line `UserError`; building a section in Python raises ValidationError."""
 
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise bad()
-    elif tp is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise bad()
-    elif tp is float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise bad()
-        value = float(value)
-    elif tp is str:
-        if isinstance(value, bool):
-            raise bad(f" (quote it: \"{str(value).lower()}\")")
-        if isinstance(value, (int, float)):
-            value = str(value)  # e.g. platform_version: 950, OMP_NUM_THREADS: 4
-        if not isinstance(value, str):
-            raise bad()
-    elif tp is not Any:
-        raise TypeError(f"unsupported field type {tp!r}")  # a schema bug, not user input
-    if "choices" in meta and value not in meta["choices"]:
-        raise bad()
-    if "min" in meta and value < meta["min"]:
-        raise bad() if tp is int else UserError(f"{path}: must be >= {meta['min']}, got {value!r}")
-    if "gt" in meta and value <= meta["gt"]:
-        raise bad() if meta["gt"] == 0 else UserError(f"{path}: must be > {meta['gt']}, got {value!r}")
-    if "max" in meta and value > meta["max"]:
-        raise UserError(f"{path}: must be <= {meta['max']}, got {value!r}")
-    return value
-
-
-def coerce(value: Any, tp: Any, meta: dict[str, Any], path: str) -> Any:
-    """Check `value` against type hint `tp` (+ constraints in `meta`) and return it normalised."""
-    tp, nullable = _optional(tp)
-    if value is None and nullable:
-        return None
-    origin = typing.get_origin(tp)
-    if origin is list:
-        (item_tp,) = typing.get_args(tp)
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            return [coerce(value, item_tp, meta, path)]  # a scalar stands for a one-element list
-        return [coerce(v, item_tp, meta, f"{path}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        _, value_tp = typing.get_args(tp)
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise UserError(f"{path}: must be a mapping of name: value, got {value!r}")
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise UserError(f"{path}.{key}: keys must be strings, got {key!r} (quote it)")
-            out[key] = coerce(item, value_tp, {}, f"{path}.{key}")
-        return out
-    if isinstance(tp, type) and issubclass(tp, Section):
-        if isinstance(value, tp):
-            return value
-        try:
-            return tp.from_yaml(value)
-        except UserError as err:  # list items share one PATH ("a.b[]"); put the index in
-            msg = str(err)
-            return _reraise(msg.replace(tp.PATH, path, 1) if tp.PATH.endswith("[]") else msg)
-    return _scalar(value, tp, meta, path)
-
-
-def _reraise(msg: str) -> typing.NoReturn:
-    raise UserError(msg) from None
-
-
-class Section:
-    """Base of every YAML section dataclass. Subclasses set PATH and may list RECIPE_ONLY keys: keys the
-    cann-recipes-infer schema has that perfbench accepts and keeps in `recipe_extras` without acting on
-    them."""
-
+    model_config = ConfigDict(extra="forbid", strict=True)
     PATH: ClassVar[str] = ""
     RECIPE_ONLY: ClassVar[tuple[str, ...]] = ()
 
-    def __post_init__(self) -> None:
-        hints = _hints(type(self))
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            path = f"{self.PATH}.{f.name}"
-            setattr(self, f.name, coerce(getattr(self, f.name), hints[f.name], dict(f.metadata), path))
-
     @classmethod
-    def from_yaml(cls, raw: Any) -> Section:
-        return parse_section(cls, raw)
+    def from_yaml(cls, raw: Any) -> typing.Self:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise UserError(f"{cls.PATH}: must be a mapping, got {raw!r}")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as err:
+            raise UserError(one_line(cls, err)) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recipe_only_keys_and_nulls(cls, raw: Any) -> Any:
+        """RECIPE_ONLY keys move into recipe_extras; a null list, mapping or section is left to its default."""
+        if not isinstance(raw, dict):
+            return raw
+        out: dict[Any, Any] = {}
+        extras: dict[str, Any] = {}
+        for key, value in raw.items():
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if key in cls.RECIPE_ONLY:
+                extras[key] = value
+            elif value is None and field is not None and field.default_factory is not None:
+                continue
+            else:
+                out[key] = value
+        if extras:
+            out["recipe_extras"] = extras
+        return out
 
     @classmethod
     def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.name != "recipe_extras"]  # type: ignore[arg-type]
+        return [name for name in cls.model_fields if name != "recipe_extras"]
 
 
-def parse_section(cls: type[Section], raw: Any) -> Any:
-    """Build section `cls` from its raw YAML mapping; unknown keys are errors, RECIPE_ONLY keys are kept."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise UserError(f"{cls.PATH}: must be a mapping, got {raw!r}")
-    allowed = cls.keys()
-    kwargs: dict[str, Any] = {}
-    extras: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in allowed:
-            kwargs[key] = value
-        elif key in cls.RECIPE_ONLY:
-            extras[key] = value
+def _bare(tp: Any) -> Any:
+    """The type under Optional[...] and Annotated[...]."""
+    while True:
+        if typing.get_origin(tp) is Annotated:
+            tp = typing.get_args(tp)[0]
+        elif typing.get_origin(tp) in (Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
         else:
-            known = ", ".join(allowed + list(cls.RECIPE_ONLY))
-            raise UserError(f"{cls.PATH}.{key}: unknown key; allowed: {known}")
-    if extras:
-        kwargs["recipe_extras"] = extras
-    return cls(**kwargs)
+            return tp
+
+
+def _section_of(tp: Any) -> type[Section] | None:
+    tp = _bare(tp)
+    if typing.get_origin(tp) is list:
+        tp = _bare(typing.get_args(tp)[0])
+    return tp if isinstance(tp, type) and issubclass(tp, Section) else None
+
+
+def _owner(cls: type[Section], loc: list[Any]) -> type[Section]:
+    """The section that holds the last key of `loc` (a pydantic error location below `cls`)."""
+    for part in loc[:-1]:
+        field = cls.model_fields.get(part) if isinstance(part, str) else None
+        inner = _section_of(field.annotation) if field is not None else None
+        if inner is not None:
+            cls = inner
+    return cls
+
+
+def _expected(kind: str, ctx: dict[str, Any]) -> str:
+    """What a value must be, for pydantic error type `kind`."""
+    if kind == "greater_than_equal":
+        named = {1: "a positive integer", 0: "a non-negative integer"}  # bounds of integer options
+        return named[ctx["ge"]] if type(ctx["ge"]) is int and ctx["ge"] in named else f">= {ctx['ge']}"
+    if kind == "greater_than":
+        return "a positive number" if ctx["gt"] == 0 else f"> {ctx['gt']}"
+    if kind == "less_than_equal":
+        return f"<= {ctx['le']}"
+    if kind == "literal_error":
+        return "one of " + ", ".join(re.findall(r"'([^']*)'", ctx["expected"]))
+    return {"bool_type": "true or false", "int_type": "an integer", "float_type": "a number",
+            "string_type": "a string", "list_type": "a list", "dict_type": "a mapping of name: value",
+            "model_type": "a mapping", "model_attributes_type": "a mapping"}.get(kind, "")
+
+
+def one_line(cls: type[Section], err: ValidationError) -> str:
+    """pydantic's first error as `<full key path>: <what it must be>, got <bad value>`."""
+    first = err.errors()[0]
+    loc = list(first["loc"])
+    kind, value, ctx = first["type"], first.get("input"), first.get("ctx") or {}
+    if loc and loc[-1] == "[key]":  # a mapping key that is not a string: (..., key, "[key]")
+        path = cls.PATH + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[:-2])
+        return f"{path}.{value}: keys must be strings, got {value!r} (quote it)"
+    path = cls.PATH + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    if kind == "extra_forbidden":
+        owner = _owner(cls, loc)
+        return f"{path}: unknown key; allowed: {', '.join(owner.keys() + list(owner.RECIPE_ONLY))}"
+    error = ctx.get("error")
+    if isinstance(error, ValueAt):
+        return f"{path}{error.suffix}: {error.message}"
+    if isinstance(error, ValueError):
+        return f"{path}: {error}"
+    expected = _expected(kind, ctx)
+    if expected:
+        return f"{path}: must be {expected}, got {value!r}"
+    return f"{path}: {first['msg']}, got {value!r}"
+
+
+def options(cls: type[Section]) -> Iterator[tuple[str, str, str]]:
+    """(key path, default as JSON, help) of every option of a section and the sections inside it."""
+    for name, field in cls.model_fields.items():
+        if name == "recipe_extras":
+            continue
+        inner = _section_of(field.annotation)
+        if inner is not None and typing.get_origin(_bare(field.annotation)) is not list:
+            yield f"{cls.PATH}.{name}", "", str(field.description)
+            yield from options(inner)
+            continue
+        default = field.default_factory() if field.default is PydanticUndefined else field.default
+        tp = _bare(field.annotation)
+        choices = f" (one of {', '.join(typing.get_args(tp))})" if typing.get_origin(tp) is Literal else ""
+        yield f"{cls.PATH}.{name}", json.dumps(default), f"{field.description}{choices}"
 
 
 # ---- YAML ------------------------------------------------------------------------------------------------
@@ -207,14 +215,15 @@ def parse_yaml(text: str) -> Any:
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = " ".join(str(err.problem or err.context or "syntax error").split())
-        raise UserError(f"{where}invalid YAML: {problem}") from None
+        raise UserError(f"invalid YAML{where}: {problem}") from None
     except yaml.YAMLError as err:
         raise UserError(f"invalid YAML: {' '.join(str(err).split())}") from None
 
 
 def read_yaml(path: Path) -> Any:
+    """The YAML document in `path` (scenarios and gate rules alike); errors are one-line `UserError`s."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as err:
@@ -243,7 +252,7 @@ def _check_override_path(parts: list[str], sections: dict[str, type[Section] | N
             if not last:
                 raise UserError(f"--set {key}: {path}.{part} takes a whole value")
             return
-        tp, _ = _optional(_hints(cls)[part])
+        tp = _bare(cls.model_fields[part].annotation)
         if typing.get_origin(tp) is dict:
             if len(parts) > i + 2:
                 raise UserError(f"--set {key}: {path}.{part} holds name: value pairs, one level deep")

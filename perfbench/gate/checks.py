@@ -1,6 +1,7 @@
 """One gate check per function: a rule applied to one run (or one pair of runs) gives one `CheckResult`.
 
-Timing checks compare a run with the same run_id in the baseline; ratio and numerics checks read the current
+Timing checks compare a run with the same run_id in the baseline (one-sided, by
+`perfbench.analysis.effect`, the engine `perfbench compare` uses two-sided); ratio and numerics checks read the current
 folder only; toggles and op-count checks are deterministic comparisons with the baseline.
 """
 
@@ -12,7 +13,8 @@ from typing import Any
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import noise_band, stats
-from perfbench.analysis.rounds import ROUND_PREFIX
+from perfbench.analysis.effect import effect
+from perfbench.analysis.rounds import ROUND_PREFIX, tested_samples
 from perfbench.gate.rules import (
     METRICS,
     Metric,
@@ -101,19 +103,26 @@ def _statistic(metric: Metric) -> Any:
     return lambda values: stats.percentile(values, q)
 
 
-def paired_values(first: RunResult, second: RunResult, metric: Metric) -> tuple[
-        float | None, float | None, list[float] | None, list[float] | None]:
-    """(value, value, samples, samples) of two runs from one estimator: the statistic of the raw samples when
-    both runs have them, else both summary values (samples None), so the two sides never mix estimators.
-    When both are merged results of two or more rounds, the samples are the per-round medians (a round is a
-    process: the unit that carries process-to-process variation)."""
-    a, b = metric_samples(first, metric, per_round=True), metric_samples(second, metric, per_round=True)
-    if not (a and b and len(a) >= 2 and len(b) >= 2):
-        a, b = metric_samples(first, metric), metric_samples(second, metric)
+@dataclass(frozen=True)
+class Paired:
+    """Two runs' values of a metric from one estimator, the samples behind them and their basis."""
+
+    first: float | None
+    second: float | None
+    first_samples: list[float] | None
+    second_samples: list[float] | None
+    basis: str  # "rounds" | "iterations" (perfbench.analysis.rounds.tested_samples)
+
+
+def paired_values(first: RunResult, second: RunResult, metric: Metric) -> Paired:
+    """The statistic of the raw samples when both runs have them, else both summary values (samples None), so
+    the two sides never mix estimators. When both are merged results of two or more rounds, the samples are the
+    per-round medians (a round is a process: the unit that carries process-to-process variation)."""
+    a, b, basis = tested_samples(first, second, lambda r, per_round: metric_samples(r, metric, per_round))
     if a and b:
         stat = _statistic(metric)
-        return float(stat(a)), float(stat(b)), a, b
-    return first.metric(metric.summary_key), second.metric(metric.summary_key), None, None
+        return Paired(float(stat(a)), float(stat(b)), a, b, basis)
+    return Paired(first.metric(metric.summary_key), second.metric(metric.summary_key), None, None, basis)
 
 
 def fmt(value: float) -> str:
@@ -130,16 +139,20 @@ def _direction(metric: Metric, ratio: float) -> str:
 
 # ---- timing vs baseline --------------------------------------------------------------------------
 
+def _worse(metric: Metric) -> str:
+    """The one-sided alternative of a regression: after larger for a latency, smaller for a throughput."""
+    return "less" if metric.higher_is_better else "greater"
+
+
 def mann_whitney_p(rule: TimingRule, base: RunResult, cur: RunResult) -> float | None:
     """The raw one-sided p-value `check_timing` would use, None when it uses no U test (for corrections)."""
     metric = METRICS[rule.metric]
-    _, _, before, after = paired_values(base, cur, metric)
+    paired = paired_values(base, cur, metric)
+    before, after = paired.first_samples, paired.second_samples
     if rule.test != "mann_whitney" or not (before and after):
         return None
-    if stats.min_one_sided_p(len(before), len(after)) >= rule.alpha:
-        return None  # the no-overlap fallback decides, not p
-    alternative = "less" if metric.higher_is_better else "greater"
-    return stats.mann_whitney_u(after, before, alternative=alternative)[1]
+    change = effect(before, after, _worse(metric), rule.alpha, ci_level=None)
+    return change.p_value if change.method == "mann-whitney" else None  # else no-overlap decides, not p
 
 
 def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: float | None = None,
@@ -151,7 +164,8 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
     metric = METRICS[rule.metric]
     name = rule.name or rule.metric
     threshold_text = f"threshold {rule.threshold * 100:g}%"
-    base_value, cur_value, before, after = paired_values(base, cur, metric)
+    paired = paired_values(base, cur, metric)
+    base_value, cur_value, before, after = paired.first, paired.second, paired.first_samples, paired.second_samples
     label = metric.statistic if before and after else "value"
     if base_value is None or cur_value is None:
         side = "baseline" if base_value is None else "current"
@@ -173,30 +187,30 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
         return CheckResult(status, "timing", name, cur.run_id, f"{_direction(metric, ratio)} ({values}), "
                            f"{threshold_text} (no raw samples: threshold only)", details)
     if rule.test == "bootstrap":
-        level = 1.0 - 2.0 * rule.alpha  # the lower bound is then a one-sided (1 - alpha) bound
-        num, den = (before, after) if metric.higher_is_better else (after, before)
-        _, low, high = stats.ratio_ci(den, num, level=level, stat=_statistic(metric))
-        significant = low > 1.0
+        level = 1.0 - 2.0 * rule.alpha  # the bound on the worse side is then a one-sided (1 - alpha) bound
+        change = effect(before, after, _worse(metric), rule.alpha, ci_level=level, stat=_statistic(metric))
+        low, high = change.ci_low, change.ci_high  # current / baseline
+        if metric.higher_is_better:  # as the ratio above: > 1 is worse
+            low, high = 1.0 / high, 1.0 / low
+        significant = bool(change.ci_excludes_one)
         details.update(ci_low=low, ci_high=high, ci_level=level)
         evidence = (f"{level * 100:g}% CI of ratio [{low:.3f}, {high:.3f}] "
                     f"{'excludes' if significant else 'includes'} 1")
     else:
-        verdict = stats.is_slower(before, after, rule.threshold, rule.alpha,
-                                  higher_is_better=metric.higher_is_better)
-        significant = verdict.significant
-        details.update(p_value=verdict.p_value, method=verdict.method)
-        decisive_p = verdict.p_value
-        evidence = f"p={verdict.p_value:.2g}"
-        if p_adjusted is not None and verdict.method == "mann-whitney":
+        change = effect(before, after, _worse(metric), rule.alpha, ci_level=None)
+        significant = change.significant
+        details.update(p_value=change.p_value, method=change.method)
+        decisive_p = change.p_value
+        evidence = f"p={change.p_value:.2g}"
+        if p_adjusted is not None and change.method == "mann-whitney":
             decisive_p, significant = p_adjusted, p_adjusted < rule.alpha
             details.update(p_adjusted=p_adjusted, correction=correction)
             evidence += f" ({correction}-adjusted {p_adjusted:.2g})"
         evidence += f" {'<' if decisive_p < rule.alpha else '>='} {rule.alpha:g}"
-        if verdict.method == "no-overlap":
+        if change.method == "no-overlap":
             overlap = "no overlap" if significant else "samples overlap"
             evidence += f" ({overlap}: too few samples for the U test)"
-    per_round = metric_samples(base, metric, per_round=True) and metric_samples(cur, metric, per_round=True)
-    in_band = not per_round and noise_band.inside(metric.summary_key, ratio)
+    in_band = paired.basis == "iterations" and noise_band.inside(metric.summary_key, ratio)
     status = (FAIL if significant and not in_band else INCONCLUSIVE) if exceeds else PASS
     if exceeds and not significant:
         evidence += " (not significant: inconclusive)"
@@ -330,7 +344,9 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     metric = METRICS[rule.metric]
     name = rule.name or f"{rule.metric} ratio"
     pair_id = f"{num.run_id}/{den.run_id}"
-    num_value, den_value, num_samples, den_samples = paired_values(num, den, metric)
+    paired = paired_values(num, den, metric)
+    num_value, den_value, num_samples, den_samples = (paired.first, paired.second, paired.first_samples,
+                                                      paired.second_samples)
     if num_value is None or den_value is None or den_value <= 0:
         return CheckResult(FAIL, "ratio", name, pair_id, f"no usable {metric.summary_key} in the pair")
     ratio = num_value / den_value
@@ -340,7 +356,8 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     low = high = ratio  # without raw samples the point ratio alone decides
     ci = ""
     if num_samples and den_samples:
-        _, low, high = stats.ratio_ci(den_samples, num_samples, stat=_statistic(metric), n_boot=1000)
+        change = effect(den_samples, num_samples, stat=_statistic(metric), n_boot=1000)
+        low, high = change.ci_low, change.ci_high
         details.update(ci_low=low, ci_high=high)
         ci = f", 95% CI [{low:.2f}, {high:.2f}]"
     bounds = " and ".join(b for b in (f">= {rule.min:g}" if rule.min is not None else "",

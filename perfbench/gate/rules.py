@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from model.toggles import TOGGLE_NAMES
-from perfbench.config.schema import check_duplicate_keys
+from perfbench.config.schema import ValueAt, read_yaml
 from perfbench.errors import UserError
 from perfbench.results import RunSpec
 
@@ -88,14 +87,6 @@ DEFAULT_MATCH = ("model", "num_layers", "device", "dtype", "world_size", "batch_
 DEFAULT_LOGIT_BOUNDS = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
 
 Selector = dict[str, Any]
-
-
-class ValueAt(ValueError):
-    """A rule value's problem: `message`, at `suffix` below the key (".eff.graph_mode" inside a selector)."""
-
-    def __init__(self, message: str, suffix: str = "") -> None:
-        super().__init__(message)
-        self.message, self.suffix = message, suffix
 
 
 def _checked(check: Any) -> Any:
@@ -249,21 +240,9 @@ def default_rules() -> GateRules:
 def load_rules(path: Path) -> GateRules:
     """Parse and validate gate.yaml; any problem is a one-line UserError naming the file and the key."""
     try:
-        text = path.read_text()
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        raw = yaml.safe_load(text)
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or err
-        raise UserError(f"{path.name}: not valid YAML{where} ({problem})") from None
-    if node is not None:
-        try:
-            check_duplicate_keys(node, "")
-        except UserError as err:
-            raise UserError(f"{path.name}: {err}") from None
+        raw = read_yaml(path)
+    except UserError as err:
+        raise UserError(f"{path.name}: {err}") from None
     return parse_rules(raw, path.name)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from perfbench.analysis.attribution import combo_label
+from perfbench.profiling.events import primary_side
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Section, Text
 from perfbench.report.table import Column, Table
@@ -44,14 +45,6 @@ def _plain(value: Any) -> Any:
         if isinstance(value, float) and math.isnan(value):
             return None
     return value
-
-
-def primary_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The rows of the side whose time the model costs: device when present, else host ("" without `side`)."""
-    if "side" not in frame.columns:
-        return frame, ""
-    side = "device" if (frame["side"] == "device").any() else "host"
-    return frame[frame["side"] == side], side
 
 
 @dataclass
@@ -94,7 +87,9 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
         if label not in frame.columns or "total_us" not in frame.columns:
             skipped.append(run_id)
             continue
-        frame, sides[run_id] = primary_rows(frame)
+        if "side" in frame.columns:  # only the side whose time the model costs
+            sides[run_id] = primary_side(frame)
+            frame = frame[frame["side"] == sides[run_id]]
         keys = frame[label].map(lambda v: NO_LABEL if _plain(v) is None else str(v))
         for key, total in frame["total_us"].groupby(keys).sum().items():
             values[(run_id, str(key))] = float(total)
@@ -140,7 +135,9 @@ def _generic_rows(stem: str, tables: TraceTables, toggles: dict[str, str],
         if frame is None:
             continue
         if top is not None and "total_us" in frame.columns:
-            frame = primary_rows(frame)[0].sort_values("total_us", ascending=False).head(top)
+            if "side" in frame.columns:
+                frame = frame[frame["side"] == primary_side(frame)]
+            frame = frame.sort_values("total_us", ascending=False).head(top)
         keys += [str(c) for c in frame.columns if str(c) not in keys and str(c) not in ours]
         for record in frame.to_dict("records"):
             rows.append({**{str(k): _plain(v) for k, v in record.items()}, "run_id": run_id,

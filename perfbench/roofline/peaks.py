@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from perfbench.config.key_value import parse_key_number
 from perfbench.errors import UserError
 
 PEAKS_FILE = Path(__file__).with_name("device_peaks.yaml")
@@ -92,19 +93,8 @@ def raw_entries(path: Path = PEAKS_FILE) -> dict[str, dict[str, Any]]:
 
 def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, float]:
     """`KEY=VALUE` pairs (keys of device_peaks.yaml: bfloat16_tflops, memory_GBps, ...) -> {key: value}."""
-    out: dict[str, float] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key not in PEAK_KEYS:
-            raise UserError(f"--peak {item!r}: expected KEY=VALUE with KEY one of {', '.join(PEAK_KEYS)}")
-        try:
-            number = float(value)
-        except ValueError:
-            raise UserError(f"--peak {item!r}: {value!r} is not a number") from None
-        if number <= 0:
-            raise UserError(f"--peak {item!r}: must be positive")
-        out[key] = number
-    return out
+    return dict(parse_key_number(item, "--peak", PEAK_KEYS, "KEY=VALUE", lambda number: number > 0,
+                                 "must be positive") for item in items)
 
 
 def with_overrides(peaks: DevicePeaks, overrides: dict[str, float]) -> DevicePeaks:

@@ -1,4 +1,5 @@
-"""`perfbench list`: toggles (what each replaces, phases, implementations), model presets, shipped scenarios."""
+"""`perfbench list`: toggles (what each replaces, phases, implementations), model presets, scenario options
+(key path, default, help), shipped scenarios."""
 
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ def listing(what: str) -> str:
                          f"{cfg.num_hidden_layers} layers, {cfg.num_experts} experts top-{cfg.num_experts_per_tok}, "
                          f"vocab {cfg.vocab_size}")
         return "\n".join(lines)
+    if what == "options":
+        from perfbench.config.scenario import SECTIONS  # noqa: PLC0415
+        from perfbench.config.schema import options  # noqa: PLC0415
+
+        rows = [row for section in SECTIONS.values() if section is not None for row in options(section)]
+        width = max(len(path) for path, _, _ in rows)
+        return "\n".join(f"{path:<{width}}  {default:<9} {help_text}".rstrip() for path, default, help_text in rows)
     from perfbench.config.scenario import list_scenarios  # noqa: PLC0415
 
     return "\n".join(f"{name:<24} {summary}" for name, summary in list_scenarios())

@@ -3,30 +3,17 @@ capture, and the gate refusing to compare emulated results with others."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from model.config import Qwen3_5MoeTextConfig
 from perfbench.cli import main
 from perfbench.results import RunResult, RunSpec, load_results, write_results
+from tests.emulation.helpers import perfbench, write_npu_scenario
 
 pytestmark = pytest.mark.npu_emulated
-ROOT = Path(__file__).resolve().parents[2]
 PLATFORMS = ("910b", "910_93", "950")
-
-
-def perfbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("PERFBENCH_EMULATE_NPU", None)
-    return subprocess.run([sys.executable, "-m", "perfbench.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
@@ -63,24 +50,9 @@ def test_gate_refuses_emulated_against_other_results(tmp_path: Path, labels: tup
 
 @pytest.mark.slow
 def test_run_emulated_npu_scenario_end_to_end(tmp_path: Path) -> None:
-    # tiny preset with the head dims the NPU ops document (GDN 128/128), 4 layers, bf16 (FIA has no fp32)
-    config = dataclasses.replace(Qwen3_5MoeTextConfig.tiny(), head_dim=256, linear_key_head_dim=128,
-                                 linear_value_head_dim=128)
-    (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
-    scenario = tmp_path / "npu_smoke.yaml"
-    scenario.write_text(f"""
-perfbench:
-  device: npu
-  dtype: bfloat16
-  model: {tmp_path / "config.json"}
-  num_layers: 4
-  with_ckpt: false
-  seed: 0
-  toggles: {{fused_rope: true, fused_attention: true, fused_rmsnorm: false, chunk_gdr: true, grouped_moe: true,
-             merged_projections: false, graph_mode: false, mm_all_reduce: false, moe_dispatch_combine: false}}
-  workload: {{batch_sizes: [2], input_lens: [16], output_len: 3, ragged: true}}
-  measure: {{warmup: 0, iterations: 1, timeout_s: 300}}
-""")
+    scenario = write_npu_scenario(tmp_path, {
+        "fused_rope": True, "fused_attention": True, "fused_rmsnorm": False, "chunk_gdr": True, "grouped_moe": True,
+        "merged_projections": False, "graph_mode": False, "mm_all_reduce": False, "moe_dispatch_combine": False})
     out = tmp_path / "out"
     proc = perfbench("run", str(scenario), "--emulate-npu", "910b", "--out", str(out), "--no-report")
     assert proc.returncode == 0, proc.stdout + proc.stderr

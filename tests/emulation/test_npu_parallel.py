@@ -4,15 +4,12 @@ Each run's logits are compared by the harness with the all-off model of the same
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from pathlib import Path
 
 import pytest
 
-from model.config import Qwen3_5MoeTextConfig
 from perfbench.results import load_results
-from tests.emulation.test_npu_cli import perfbench
+from tests.emulation.helpers import perfbench, write_npu_scenario
 
 pytestmark = [pytest.mark.npu_emulated, pytest.mark.slow]
 TP2 = "{world_size: 2, attn_tp_size: 2, moe_tp_size: 2, embed_tp_size: 2, lmhead_tp_size: 2, shared_tp_size: 2}"
@@ -23,28 +20,12 @@ LOGIT_TOL = 0.25  # bf16 logits of the fused vs the unfused path, same layout
 @pytest.mark.parametrize(("platform", "layout", "toggle"), [
     ("950", TP2, "mm_all_reduce"), ("910b", EP2, "moe_dispatch_combine"), ("910_93", EP2, "moe_dispatch_combine")])
 def test_multi_rank_npu_toggle(tmp_path: Path, platform: str, layout: str, toggle: str) -> None:
-    # A3 documents the MC2 hidden size in [1024, 8192]
-    hidden = 1024 if platform == "910_93" else 256
-    config = dataclasses.replace(Qwen3_5MoeTextConfig.tiny(), hidden_size=hidden, head_dim=256,
-                                 linear_key_head_dim=128, linear_value_head_dim=128)
-    (tmp_path / "config.json").write_text(json.dumps(config.to_hf_dict()))
     toggles = {"fused_rope": True, "fused_attention": True, "fused_rmsnorm": False, "chunk_gdr": False,
                "grouped_moe": True, "merged_projections": False, "graph_mode": False, "mm_all_reduce": False,
                "moe_dispatch_combine": False, toggle: True}
-    scenario = tmp_path / "npu_parallel.yaml"
-    scenario.write_text(f"""
-parallel_config: {layout}
-perfbench:
-  device: npu
-  dtype: bfloat16
-  model: {tmp_path / "config.json"}
-  num_layers: 4
-  with_ckpt: false
-  seed: 0
-  toggles: {json.dumps(toggles)}
-  workload: {{batch_sizes: [2], input_lens: [16], output_len: 3, ragged: true}}
-  measure: {{warmup: 0, iterations: 1, timeout_s: 300, profile: false}}
-""")
+    # A3 documents the MC2 hidden size in [1024, 8192]
+    scenario = write_npu_scenario(tmp_path, toggles, parallel=layout, profile=False,
+                                  hidden_size=1024 if platform == "910_93" else 256)
     out = tmp_path / "out"
     proc = perfbench("run", str(scenario), "--emulate-npu", platform, "--out", str(out), "--no-report")
     assert (out / "results.jsonl").is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]

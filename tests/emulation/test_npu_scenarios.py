@@ -4,12 +4,11 @@ emulator with a layer override, small dims and a world size this machine allows.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.emulation.helpers import perfbench
 
 pytestmark = pytest.mark.npu_emulated
 
@@ -27,12 +26,6 @@ LAYOUT = {"qwen3_5_35b_ep8": "parallel_config.moe_tp_size=1", "qwen3_5_122b_tp8"
 PLATFORM = {"qwen3_5_35b_ep8": "910b", "qwen3_5_122b_tp8": "950", "qwen3_5_397b_tp16": "910_93", SHIPPED[3]: "910_93"}
 
 
-def perfbench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "perfbench.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
 @pytest.mark.parametrize("scenario", SHIPPED, ids=lambda s: Path(s).stem)
 def test_dry_runs_as_shipped(scenario: str) -> None:
     proc = perfbench("run", scenario, "--dry-run", timeout=300)
@@ -46,7 +39,8 @@ def test_runs_under_the_emulator(tmp_path: Path, scenario: str) -> None:
     platform = PLATFORM[scenario]
     sets = [arg for kv in (*SMALL, LAYOUT[scenario]) for arg in ("--set", kv)]
     out = tmp_path / "out"
-    proc = perfbench("run", scenario, "--emulate-npu", platform, *sets, "--out", str(out), "--no-report")
+    proc = perfbench("run", scenario, "--emulate-npu", platform, *sets, "--out", str(out), "--no-report",
+                     timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     [result] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert result["status"] == "ok", result.get("error")

@@ -114,44 +114,6 @@ def test_mann_whitney_exact_close_to_asymptotic() -> None:
     assert exact == pytest.approx(approx, abs=2e-3)
 
 
-def test_is_slower_one_sided() -> None:
-    rng = np.random.default_rng(2)
-    before = rng.lognormal(math.log(5.0), 0.05, size=20)
-    slower = before * 1.15
-    verdict = stats.is_slower(before, slower, threshold=0.10, alpha=0.01)
-    assert verdict.ratio == pytest.approx(1.15)
-    assert verdict.significant and verdict.exceeds_threshold and verdict.regressed
-    assert verdict.method == "mann-whitney" and verdict.p_value < 1e-6
-    faster = stats.is_slower(before, before / 1.15, threshold=0.10, alpha=0.01)
-    assert not faster.regressed and faster.ratio < 1 and faster.p_value > 0.99
-    # A significant but small slowdown stays under the threshold.
-    small = stats.is_slower(before, before * 1.05, threshold=0.10, alpha=0.01)
-    assert small.significant and not small.exceeds_threshold and not small.regressed
-
-
-def test_is_slower_higher_is_better() -> None:
-    before = np.linspace(100.0, 110.0, 20)
-    lower_throughput = stats.is_slower(before, before / 1.2, threshold=0.1, alpha=0.01, higher_is_better=True)
-    assert lower_throughput.regressed and lower_throughput.ratio == pytest.approx(1.2)
-    higher = stats.is_slower(before, before * 1.2, threshold=0.1, alpha=0.01, higher_is_better=True)
-    assert not higher.regressed
-
-
-def test_is_slower_tiny_samples_fall_back_to_separation() -> None:
-    # 2 vs 2 samples cannot reach p < 0.01 (min p = 1/6): separation decides.
-    separated = stats.is_slower([5.0, 5.1], [6.0, 6.2], threshold=0.1, alpha=0.01)
-    assert separated.method == "no-overlap" and separated.regressed
-    overlapping = stats.is_slower([5.0, 6.5], [6.0, 6.6], threshold=0.1, alpha=0.01)
-    assert not overlapping.significant
-
-
-def test_is_slower_rejects_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="alpha"):
-        stats.is_slower([1.0], [1.0], threshold=0.1, alpha=0.0)
-    with pytest.raises(ValueError, match="threshold"):
-        stats.is_slower([1.0], [1.0], threshold=-0.1, alpha=0.01)
-
-
 def test_holm_adjust_textbook() -> None:
     # sorted 0.005, 0.01, 0.03, 0.04 -> 4*0.005, 3*0.01, 2*0.03, max(1*0.04, 0.06)
     adjusted = stats.holm_adjust([0.01, 0.04, 0.03, 0.005])

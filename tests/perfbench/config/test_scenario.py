@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import textwrap
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
@@ -145,20 +145,32 @@ def test_list_scenarios_reads_the_header_comment():
 def test_every_field_has_help_text():
     def sections(cls):
         yield cls
-        for f in dataclasses.fields(cls):
-            factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        for field in cls.model_fields.values():
+            factory = field.default_factory
             if isinstance(factory, type) and issubclass(factory, Section):
                 yield from sections(factory)
 
     for top in (c for c in SECTIONS.values() if c is not None):
         for cls in sections(top):
-            for f in dataclasses.fields(cls):
-                assert f.metadata.get("help"), f"{cls.PATH}.{f.name} has no help"
+            for name, field in cls.model_fields.items():
+                assert field.description, f"{cls.PATH}.{name} has no help"
+
+
+def test_list_options_prints_every_key_path_with_its_help():
+    result = CliRunner().invoke(main, ["list", "options"])
+    assert result.exit_code == 0, cli_output(result)
+    lines = result.output.splitlines()
+    row = next(line for line in lines if line.startswith("perfbench.measure.min_iterations "))
+    assert "5" in row and "adaptive stopping: timed calls at least" in row
+    assert any(line.startswith("model_config.custom_params.num_hidden_layers ") for line in lines)
+    assert not any("recipe_extras" in line for line in lines)
 
 
 def test_sections_validate_when_built_in_python():
-    with pytest.raises(UserError, match=r"perfbench\.workload\.batch_sizes\[0\]: must be a positive integer"):
+    with pytest.raises(ValidationError, match="batch_sizes"):
         WorkloadSection(batch_sizes=[0])
+    with pytest.raises(UserError, match=r"^perfbench\.workload\.batch_sizes\[0\]: must be a positive integer, got 0$"):
+        WorkloadSection.from_yaml({"batch_sizes": [0]})
 
 
 # ---- malformed input: one line naming the key path ---------------------------------------------------------
@@ -230,6 +242,47 @@ def test_error_names_the_bad_value_and_the_fix(tmp_path):
     assert str(info.value) == expected
     with pytest.raises(UserError, match="toggles are fused_rope, "):
         load_scenario(str(write(tmp_path, "perfbench: {toggles: {rope: true}}\n")))
+
+
+EXACT_MESSAGES = {
+    "min-iterations": ("perfbench: {measure: {min_iterations: 0}}\n",
+                       "perfbench.measure.min_iterations: must be a positive integer, got 0"),
+    "negative-warmup": ("perfbench: {measure: {warmup: -1}}\n",
+                        "perfbench.measure.warmup: must be a non-negative integer, got -1"),
+    "above-max": ("data_config: {top_p: 1.5}\n", "data_config.top_p: must be <= 1.0, got 1.5"),
+    "below-min": ("data_config: {temperature: -1}\n", "data_config.temperature: must be >= 0.0, got -1"),
+    "choice": ("perfbench: {device: gpu}\n", "perfbench.device: must be one of auto, cpu, cuda, npu, got 'gpu'"),
+    "not-a-bool": ("perfbench: {workload: {ragged: maybe}}\n",
+                   "perfbench.workload.ragged: must be true or false, got 'maybe'"),
+    "not-an-int": ("perfbench: {seed: 1.5}\n", "perfbench.seed: must be an integer, got 1.5"),
+    "bool-for-int": ("scheduler_config: {batch_size: true}\n",
+                     "scheduler_config.batch_size: must be an integer, got True"),
+    "whole-section": ("perfbench: {cluster: {nnodes: 2, node_rank: 2}}\n",
+                      "perfbench.cluster.node_rank: must be below nnodes (2), got 2"),
+    "not-a-mapping": ("perfbench: {measure: 3}\n", "perfbench.measure: must be a mapping, got 3"),
+}
+
+
+@pytest.mark.parametrize("text,expected", EXACT_MESSAGES.values(), ids=EXACT_MESSAGES.keys())
+def test_error_is_the_key_path_what_it_must_be_and_the_value(tmp_path, text, expected):
+    with pytest.raises(UserError) as info:
+        load_scenario(str(write(tmp_path, text)))
+    assert str(info.value) == f"scenario.yaml: {expected}"
+
+
+def test_unknown_key_lists_the_keys_of_its_own_section(tmp_path):
+    with pytest.raises(UserError) as info:
+        load_scenario(str(write(tmp_path, "perfbench: {sweep: {runs: [{toggles: {chunk_gdr: true}, when: 1}]}}\n")))
+    assert str(info.value) == "scenario.yaml: perfbench.sweep.runs[0].when: unknown key; allowed: toggles, env"
+
+
+def test_null_containers_take_their_defaults_and_numbers_stand_for_text(tmp_path):
+    sc = load_scenario(str(write(tmp_path, """
+        model_config: {platform_version: 950}
+        perfbench: {toggles: null, env: {OMP_NUM_THREADS: 4}, measure: null, sweep: {runs: null}}
+        """)))
+    assert sc.model_config.platform_version == "950" and sc.perfbench.env == {"OMP_NUM_THREADS": "4"}
+    assert sc.perfbench.measure.min_iterations == 5 and sc.perfbench.sweep.runs == []
 
 
 BAD_OVERRIDES = {

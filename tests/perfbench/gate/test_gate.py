@@ -418,7 +418,7 @@ def test_folder_without_results_exit_2(tmp_path: Path) -> None:
     ("rules: [{kind: toggles}]\ncorrection: bonferroni",
      "error: gate.yaml: correction: unknown correction 'bonferroni'; allowed: none, holm"),
     ("- kind: toggles", "error: gate.yaml: expected a mapping with a `rules` list"),
-    ("rules: [{kind: toggles}\n", "error: gate.yaml: not valid YAML at line "),
+    ("rules: [{kind: toggles}\n", "error: gate.yaml: invalid YAML at line "),
     ("rules:\n  - kind: timing\n    metric: tpot_ms\n    metric: ttft_ms\n",
      "error: gate.yaml: rules[0].metric: duplicate key (lines 3 and 4); keep one"),
 ], ids=["unknown-metric", "wrong-type", "missing-key", "ratio-bound", "unknown-key", "unknown-kind",
