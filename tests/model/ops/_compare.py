@@ -19,13 +19,15 @@ EMULATED_NPU_PLATFORM = "910b"
 @functools.cache
 def real_npu_available() -> bool:
     """True with a real torch_npu and an Ascend device; the NPU emulator's stand-in module does not count."""
-    if "torch_npu" in sys.modules:
-        return not hasattr(sys.modules["torch_npu"], "__emulated__") and torch.npu.is_available()  # type: ignore[attr-defined]
-    if importlib.util.find_spec("torch_npu") is None:
+    module = sys.modules.get("torch_npu")
+    if module is None:
+        if importlib.util.find_spec("torch_npu") is None:
+            return False
+        import torch_npu  # noqa: F401
+    elif hasattr(module, "__emulated__"):
         return False
-    import torch_npu  # noqa: F401
-
-    return bool(torch.npu.is_available())  # type: ignore[attr-defined]
+    runtime = getattr(torch, "npu", None)
+    return runtime is not None and bool(runtime.is_available())
 
 
 def impl_param(impl: str, *values: object, id: str | None = None) -> object:
