@@ -49,10 +49,12 @@ class Qwen3_5MoeCache:
                 recurrent.append(torch.zeros(state_shape, dtype=torch.float32, device=device))
         return cls(key, value, conv, recurrent, torch.zeros(batch, dtype=torch.long, device=device), max_len)
 
+    def tensors(self) -> list[torch.Tensor]:
+        """Every state tensor (each is updated in place, never reallocated)."""
+        layers = (t for ts in (self.key, self.value, self.conv, self.recurrent) for t in ts if t is not None)
+        return [*layers, self.kv_lens]
+
     def reset(self) -> None:
         """Zero the state in place (reuse across timed iterations without reallocating)."""
-        for tensors in (self.key, self.value, self.conv, self.recurrent):
-            for t in tensors:
-                if t is not None:
-                    t.zero_()
-        self.kv_lens.zero_()
+        for t in self.tensors():
+            t.zero_()

@@ -361,8 +361,11 @@ def gdr_prefill_cuda(
         g = g * valid[..., None]
         beta = beta * valid[..., None]
     h0 = None if initial_state is None else initial_state.float()
+    # The kernel's dots take operands of one dtype; the layer hands q/k normalised in fp32 beside v in the
+    # model dtype, so q, k and beta follow v.
     o, final_state = chunk_gated_delta_rule(
-        q, k, v, g.float(), beta.to(q.dtype), scale=scale, initial_state=h0, output_final_state=True,
+        q.to(v.dtype), k.to(v.dtype), v, g.float(), beta.to(v.dtype), scale=scale, initial_state=h0,
+        output_final_state=True,
         use_qk_l2norm_in_kernel=False,
     )
     return o.to(v.dtype), final_state.float()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from model.cache import Qwen3_5MoeCache
+
 DecodeFn = Callable[..., torch.Tensor]
 
 
@@ -31,11 +33,25 @@ def compile_cpu(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
 
 
 def compile_cuda(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
+    """Inductor kernels replayed through CUDA graphs (mode reduce-overhead) for `fn(tokens, cache)`.
+
+    A decode step writes its cache in place, and inductor skips CUDA graphs (with only a log warning) for a
+    graph that mutates inputs whose address may change. The cache's tensors are allocated once and updated in
+    place, so they are marked static-address: the graph then writes them directly. A new cache (other
+    addresses) makes the graph re-record, not read stale memory.
+    """
     if cache_dir is not None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
         torch._inductor.config.fx_graph_cache = True
-    # reduce-overhead = inductor kernels replayed through CUDA graphs
-    return torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
+    compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+    @functools.wraps(fn)
+    def step(tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
+        for t in cache.tensors():
+            torch._dynamo.mark_static_address(t)
+        return compiled(tokens, cache)
+
+    return step
 
 
 def compile_npu_ge(fn: DecodeFn, cache_dir: Path | None = None, *, tnd_attention: bool = False) -> DecodeFn:

@@ -273,9 +273,11 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
 
     if reference is not None and last is not None and last.logits is not None:
-        diff = (last.logits.float() - reference.float()).abs().max().item()
+        # a reference loaded from the sweep's cache is on the CPU, the run's logits on its device
+        logits, reference = last.logits.float().cpu(), reference.float().cpu()
+        diff = (logits - reference).abs().max().item()
         result.numerics = {"max_abs_logit_diff": diff,
-                           "tokens_match": bool(torch.equal(last.logits.argmax(-1), reference.argmax(-1))),
+                           "tokens_match": bool(torch.equal(logits.argmax(-1), reference.argmax(-1))),
                            "reference": "all toggles off, same weights, same process"}
     if spec.profile:
         result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
