@@ -211,7 +211,8 @@ def npu_chunk_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, *, bet
                                initial_state: Tensor | None = None, actual_seq_lengths: Tensor | None = None,
                                scale: float | None = None, g: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """npu_ops.md 2.6: TND packed sequences with per-sequence lengths; state (B, Nv, Dv, Dk)."""
-    rules.chunk_gdr(query, key, value, beta, initial_state, actual_seq_lengths, g)
+    rules.chunk_gdr(query, key, value, beta=beta, initial_state=initial_state,
+                    actual_seq_lengths=actual_seq_lengths, g=g)
     assert actual_seq_lengths is not None and initial_state is not None and beta is not None  # checked above
     rules.chunk_gdr_lengths(actual_seq_lengths, query.shape[0])
     gate = g if g is not None else torch.zeros(beta.shape, dtype=torch.float32)
@@ -227,7 +228,8 @@ def npu_recurrent_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, st
                                    num_accepted_tokens: Tensor | None = None, g: Tensor | None = None,
                                    gk: Tensor | None = None) -> Tensor:
     """npu_ops.md 2.7: one recurrence per token, state slots by ssm_state_indices, `state` updated in place."""
-    rules.recurrent_gdr(query, key, value, state, beta, actual_seq_lengths, ssm_state_indices, g, gk)
+    rules.recurrent_gdr(query, key, value, state, beta=beta, actual_seq_lengths=actual_seq_lengths,
+                        ssm_state_indices=ssm_state_indices, g=g, gk=gk)
     return recurrent_gated_delta_rule_ref(query, key, value, state, beta=beta,
                                           scale=query.shape[-1] ** -0.5 if scale is None else scale,
                                           actual_seq_lengths=actual_seq_lengths,
@@ -286,8 +288,7 @@ def npu_moe_finalize_routing(expanded_permuted_rows: Tensor, skip1: Tensor | Non
                              bias: Tensor | None, scales: Tensor | None, expanded_src_to_dst_row: Tensor,
                              export_for_source_row: Tensor | None, drop_pad_mode: int | None = 0,
                              k: int | None = 1) -> Tensor:
-    rules.finalize_routing(expanded_permuted_rows, scales, expanded_src_to_dst_row, drop_pad_mode)
-    assert scales is not None
+    scales = rules.finalize_routing(expanded_permuted_rows, scales, expanded_src_to_dst_row, drop_pad_mode)
     return moe_finalize_routing_ref(expanded_permuted_rows, skip1, skip2, bias, scales, expanded_src_to_dst_row,
                                     export_for_source_row, drop_pad_mode=drop_pad_mode or 0)
 

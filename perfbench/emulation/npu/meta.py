@@ -60,21 +60,20 @@ def npu_scatter_nd_update_(self: Tensor, indices: Tensor, updates: Tensor) -> Te
     return self
 
 
-def npu_chunk_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, *, beta: Tensor | None = None,
-                               initial_state: Tensor | None = None, actual_seq_lengths: Tensor | None = None,
-                               scale: float | None = None, g: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    rules.chunk_gdr(query, key, value, beta, initial_state, actual_seq_lengths, g)
-    assert initial_state is not None
+def npu_chunk_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, **kwargs: Tensor | float | None
+                               ) -> tuple[Tensor, Tensor]:
+    """Keyword arguments as in the CPU kernel (the schema's); out shaped like value, the final state like the
+    initial state."""
+    rules.chunk_gdr(query, key, value, **kwargs)
+    initial_state = kwargs["initial_state"]
+    assert isinstance(initial_state, Tensor)  # required, checked above
     return torch.empty_like(value, memory_format=torch.contiguous_format), torch.empty_like(initial_state)
 
 
-def npu_recurrent_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, state: Tensor, *,
-                                   beta: Tensor | None = None, scale: float | None = None,
-                                   actual_seq_lengths: Tensor | None = None,
-                                   ssm_state_indices: Tensor | None = None,
-                                   num_accepted_tokens: Tensor | None = None, g: Tensor | None = None,
-                                   gk: Tensor | None = None) -> Tensor:
-    rules.recurrent_gdr(query, key, value, state, beta, actual_seq_lengths, ssm_state_indices, g, gk)
+def npu_recurrent_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, state: Tensor,
+                                   **kwargs: Tensor | float | None) -> Tensor:
+    """Keyword arguments as in the CPU kernel (the schema's); out shaped like value (state is updated in place)."""
+    rules.recurrent_gdr(query, key, value, state, **kwargs)
     return torch.empty_like(value, memory_format=torch.contiguous_format)
 
 
@@ -117,8 +116,7 @@ def npu_moe_finalize_routing(expanded_permuted_rows: Tensor, skip1: Tensor | Non
                              bias: Tensor | None, scales: Tensor | None, expanded_src_to_dst_row: Tensor,
                              export_for_source_row: Tensor | None, drop_pad_mode: int | None = 0,
                              k: int | None = 1) -> Tensor:
-    rules.finalize_routing(expanded_permuted_rows, scales, expanded_src_to_dst_row, drop_pad_mode)
-    assert scales is not None
+    scales = rules.finalize_routing(expanded_permuted_rows, scales, expanded_src_to_dst_row, drop_pad_mode)
     return expanded_permuted_rows.new_empty(scales.shape[0], expanded_permuted_rows.shape[1])
 
 

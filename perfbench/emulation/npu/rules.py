@@ -12,6 +12,7 @@ tensor values (lengths, counts) run in the CPU kernels only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 import torch
 from torch import Tensor
@@ -26,7 +27,7 @@ class NpuRuleError(RuntimeError):
     """A call that breaks a documented torch_npu input rule."""
 
 
-def fail(op: str, rule: str) -> None:
+def fail(op: str, rule: str) -> NoReturn:
     raise NpuRuleError(f"{op}: {rule} [{require_active().label}]")
 
 
@@ -216,8 +217,10 @@ def scatter_nd_update(data: Tensor, indices: Tensor, updates: Tensor) -> None:
 # ---- gated delta rule ---------------------------------------------------------------------------------------
 
 
-def chunk_gdr(query: Tensor, key: Tensor, value: Tensor, beta: Tensor | None, initial_state: Tensor | None,
-              actual_seq_lengths: Tensor | None, g: Tensor | None) -> None:
+def chunk_gdr(query: Tensor, key: Tensor, value: Tensor, *, beta: Tensor | None = None,
+              initial_state: Tensor | None = None, actual_seq_lengths: Tensor | None = None, g: Tensor | None = None,
+              **unchecked: object) -> None:
+    """The op's shape and dtype rules; takes its arguments as the schema names them (`scale` has no rule)."""
     op = "npu_chunk_gated_delta_rule"
     for name, t in (("query", query), ("key", key), ("value", value), ("beta", beta),
                     ("initial_state", initial_state)):
@@ -245,9 +248,11 @@ def chunk_gdr_lengths(actual_seq_lengths: Tensor, tokens: int) -> None:
                                            f"{tokens}, got {total}")
 
 
-def recurrent_gdr(query: Tensor, key: Tensor, value: Tensor, state: Tensor, beta: Tensor | None,
-                  actual_seq_lengths: Tensor | None, ssm_state_indices: Tensor | None, g: Tensor | None,
-                  gk: Tensor | None) -> None:
+def recurrent_gdr(query: Tensor, key: Tensor, value: Tensor, state: Tensor, *, beta: Tensor | None = None,
+                  actual_seq_lengths: Tensor | None = None, ssm_state_indices: Tensor | None = None,
+                  g: Tensor | None = None, gk: Tensor | None = None, **unchecked: object) -> None:
+    """The op's shape and dtype rules; takes its arguments as the schema names them (`scale` and
+    `num_accepted_tokens` have no rule)."""
     op = "npu_recurrent_gated_delta_rule"
     for name, t in (("query", query), ("key", key), ("value", value), ("beta", beta), ("state", state)):
         _dtype(op, name, t, (torch.bfloat16,))
@@ -348,17 +353,19 @@ def swiglu(x: Tensor, dim: int) -> None:
         fail(op, f"x must have 1-8 dims and an even size along dim {dim}, got {tuple(x.shape)}")
 
 
-def finalize_routing(rows: Tensor, scales: Tensor | None, src_to_dst: Tensor, drop_pad_mode: int | None) -> None:
+def finalize_routing(rows: Tensor, scales: Tensor | None, src_to_dst: Tensor, drop_pad_mode: int | None) -> Tensor:
+    """The op's rules; returns `scales`, which the emulator requires."""
     op = "npu_moe_finalize_routing"
     if drop_pad_mode not in (0, 2):
         fail(op, f"the emulator models the dropless drop_pad_mode 0 and 2, got {drop_pad_mode}")
     if scales is None:
         fail(op, "the emulator models calls with scales")
-    elif scales.dtype != rows.dtype:  # "数据类型要求与expanded_permuted_rows一致"
+    if scales.dtype != rows.dtype:  # "数据类型要求与expanded_permuted_rows一致"
         fail(op, f"scales dtype must equal expanded_permuted_rows dtype ({scales.dtype} vs {rows.dtype})")
     elif scales.dim() != 2 or src_to_dst.numel() != scales.numel():
         fail(op, f"scales must be (NUM_ROWS, K) matching expanded_src_to_dst_row ({src_to_dst.numel()}), got "
                  f"{tuple(scales.shape)}")
+    return scales
 
 
 # ---- communication (MC2) ------------------------------------------------------------------------------------

@@ -3,27 +3,58 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
+import sys
 from collections.abc import Iterator
 
 import pytest
 import torch
 from torch import Tensor
 
+# The Ascend platform the NPU implementations run on when no real device is present (docs/npu_emulator.md).
+EMULATED_NPU_PLATFORM = "910b"
+
+
+@functools.cache
+def real_npu_available() -> bool:
+    """True with a real torch_npu and an Ascend device; the NPU emulator's stand-in module does not count."""
+    module = sys.modules.get("torch_npu")
+    if module is None:
+        if importlib.util.find_spec("torch_npu") is None:
+            return False
+        import torch_npu  # noqa: F401
+    elif hasattr(module, "__emulated__"):
+        return False
+    runtime = getattr(torch, "npu", None)
+    return runtime is not None and bool(runtime.is_available())
+
+
+def impl_param(impl: str, *values: object, id: str | None = None) -> object:
+    """A pytest.param for `impl` (plus further parameter `values`): without a real Ascend device an NPU
+    implementation runs under the NPU emulator, so its id says "emulated" and it carries `npu_emulated`."""
+    emulated = impl.startswith("npu") and not real_npu_available()
+    label = f"{impl}_emulated" if emulated else impl
+    return pytest.param(impl, *values, id=f"{label}-{id}" if id else label,
+                        marks=[pytest.mark.npu_emulated] if emulated else [])
+
 
 def device_for(impl: str) -> str:
-    """Where an implementation's inputs live; skips NPU implementations without torch_npu and an Ascend device.
+    """Where an implementation's inputs live.
 
-    The CUDA paths are plain torch, so without a GPU they run on CPU tensors: that checks their composition and
-    dtype handling, not the CUDA kernels."""
+    NPU implementations: "npu" on an Ascend host with torch_npu; otherwise the test runs under the NPU
+    emulator (conftest's `npu_device` fixture, requested for every test whose `impl` starts with "npu"), whose
+    tensors live on the CPU. The CUDA paths are plain torch, so without a GPU they run on CPU tensors: that
+    checks their composition and dtype handling, not the CUDA kernels."""
     if impl.startswith("npu"):
-        if importlib.util.find_spec("torch_npu") is None:
-            pytest.skip("npu implementations need torch_npu and an Ascend device")
-        import torch_npu  # noqa: F401
+        if real_npu_available():
+            return "npu"
+        from perfbench.emulation import npu
 
-        if not torch.npu.is_available():  # type: ignore[attr-defined]
-            pytest.skip("npu implementations need an Ascend device")
-        return "npu"
+        if npu.active() is None:
+            raise RuntimeError(f"{impl}: no Ascend device and the NPU emulator is not active "
+                               "(request the npu_device fixture)")
+        return npu.tensor_device("npu")
     return "cuda" if impl == "cuda" and torch.cuda.is_available() else "cpu"
 
 

@@ -6,6 +6,10 @@ Tolerances (implementation vs reference, both from the same inputs):
   bf16: atol = rtol = 1.6e-2, i.e. two bf16 ulps (2^-7 relative each): the reference rounds once from fp32,
         inductor may keep the gated norm's intermediate in fp32, and the CUDA path rounds gamma to bf16.
 The references themselves must equal HF's Qwen3_5MoeRMSNorm / Qwen3_5MoeRMSNormGated exactly.
+
+NPU implementations run on an Ascend device when torch_npu has one; otherwise under the NPU emulator (ids
+"npu_emulated", marker `npu_emulated`, conftest.py), which checks our call sites' arguments, layouts and op
+composition against the emulated ops' documented semantics and rules, not the real kernels' numerics.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import torch
-from _compare import assert_close, device_for, strict_recompiles
+from _compare import assert_close, device_for, impl_param, strict_recompiles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +29,8 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2)}
 DTYPES = [pytest.param(torch.float32, id="fp32"), pytest.param(torch.bfloat16, id="bf16")]
 
 
-IMPLS = ["cpu", "cuda", "npu"]
+# NPU implementations run on an Ascend device when there is one, else under the NPU emulator (conftest.py)
+IMPLS = [impl_param(i) for i in ("cpu", "cuda", "npu")]
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -5,6 +5,10 @@ Tolerances (implementation vs reference):
   bf16: atol = rtol = 1.6e-2 (two bf16 ulps; both round once from fp32, the NPU kernel's internal precision
         is undocumented).
 The pass-through dims R..D must be copied bit for bit by every implementation.
+
+NPU implementations run on an Ascend device when torch_npu has one; otherwise under the NPU emulator (ids
+"npu_emulated", marker `npu_emulated`, conftest.py), which checks our call sites' arguments, layouts and op
+composition against the emulated ops' documented semantics and rules, not the real kernels' numerics.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from _compare import assert_close, device_for, strict_recompiles
+from _compare import assert_close, device_for, impl_param, strict_recompiles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +28,8 @@ DTYPES = [pytest.param(torch.float32, id="fp32"), pytest.param(torch.bfloat16, i
 THETA = 1e7
 
 
-IMPLS = ["cpu", "cuda", "npu"]
+# NPU implementations run on an Ascend device when there is one, else under the NPU emulator (conftest.py)
+IMPLS = [impl_param(i) for i in ("cpu", "cuda", "npu")]
 
 
 @pytest.fixture(autouse=True, scope="module")
