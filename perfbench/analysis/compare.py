@@ -9,9 +9,10 @@ on TTFT, decode on TPOT: the rank test is the same for a quantity and its invers
 inverted latency CI.
 
 Process-to-process variation: results of interleaved rounds are merged per combination first
-(perfbench/analysis/rounds.py); with two or more rounds on both sides the per-round medians are the samples
-tested (the round is the unit). With one round, the iteration samples are tested, and a change inside the
-metric's run-to-run band (perfbench/analysis/noise_band.py) is "no significant change".
+(perfbench/analysis/rounds.py); with enough rounds on both sides for a rank test on them to reach ALPHA (four
+or more each), the per-round medians are the samples tested (the round is the unit). With fewer rounds, the
+pooled iteration samples are tested, and a change inside the metric's run-to-run band
+(perfbench/analysis/noise_band.py) is "no significant change".
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def _pair_change(metric: str, a: RunResult, b: RunResult,
         return None
     sample_key = COMPARED[metric]
     xs, ys, basis = tested_samples(
-        a, b, lambda r, per_round: round_samples(r, sample_key) if per_round else r.finite_samples(sample_key))
+        a, b, lambda r, per_round: round_samples(r, sample_key) if per_round else r.finite_samples(sample_key),
+        alpha=ALPHA)
     if xs is None or ys is None or len(xs) < 2 or len(ys) < 2:
         return MetricChange(metric, value_a, value_b, None, None, None, None, basis)
     change = effect(xs, ys, alternative="two-sided", alpha=ALPHA, ci_level=CI_LEVEL)

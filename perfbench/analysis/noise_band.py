@@ -1,10 +1,10 @@
 """The run-to-run band: how far the same benchmark moves between two processes on a quiet machine.
 
 Iterations inside one process share its memory layout, thread placement and compiled code, so a test on
-iteration samples under-states the variation between two runs of the same code. When a comparison has a
-single round per side (no process-level samples), a difference inside this band is "no significant change"
-whatever the iteration-level test says. With two or more rounds per side the round medians are the samples
-and the band is not needed.
+iteration samples under-states the variation between two runs of the same code. When a comparison has too
+few rounds per side for a test on the round medians (fewer than four: perfbench/analysis/rounds.py
+tested_samples), a difference inside this band is "no significant change" whatever the iteration-level test
+says. With enough rounds the round medians are the samples and the band is not needed.
 
 Measure the band on the machine the comparisons run on, with back-to-back A/A runs of the default scenario:
 

@@ -33,13 +33,18 @@ def round_samples(result: RunResult, key: str) -> list[float] | None:
 
 def tested_samples(first: RunResult, second: RunResult,
                    read: Callable[[RunResult, bool], list[float] | None],
+                   alpha: float, alternative: str = "two-sided",
                    ) -> tuple[list[float] | None, list[float] | None, str]:
     """The samples a comparison of two runs tests, and their basis. "rounds": the per-round medians, when both
-    runs are merged results of two or more rounds; else "iterations": the iteration samples (then the
-    run-to-run band applies, perfbench/analysis/noise_band.py). `read(result, per_round)` reads one side."""
+    runs are merged results of enough rounds that a rank test on them can reach `alpha` (two rounds a side
+    never can: 2 vs 2 gives p >= 1/6 one-sided); else "iterations": the pooled iteration samples, and then the
+    run-to-run band (perfbench/analysis/noise_band.py) stands for the process-to-process variation they do not
+    carry. `read(result, per_round)` reads one side."""
     a, b = read(first, True), read(second, True)
     if a and b and len(a) >= 2 and len(b) >= 2:
-        return a, b, "rounds"
+        sides = 2 if alternative == "two-sided" else 1
+        if sides * stats.min_one_sided_p(len(a), len(b)) < alpha:
+            return a, b, "rounds"
     return read(first, False), read(second, False), "iterations"
 
 

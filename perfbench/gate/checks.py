@@ -114,11 +114,14 @@ class Paired:
     basis: str  # "rounds" | "iterations" (perfbench.analysis.rounds.tested_samples)
 
 
-def paired_values(first: RunResult, second: RunResult, metric: Metric) -> Paired:
+def paired_values(first: RunResult, second: RunResult, metric: Metric, alpha: float = 0.05,
+                  alternative: str = "two-sided") -> Paired:
     """The statistic of the raw samples when both runs have them, else both summary values (samples None), so
-    the two sides never mix estimators. When both are merged results of two or more rounds, the samples are the
-    per-round medians (a round is a process: the unit that carries process-to-process variation)."""
-    a, b, basis = tested_samples(first, second, lambda r, per_round: metric_samples(r, metric, per_round))
+    the two sides never mix estimators. When both are merged results of enough rounds for a test at `alpha`,
+    the samples are the per-round medians (a round is a process: the unit that carries process-to-process
+    variation); see perfbench.analysis.rounds.tested_samples."""
+    a, b, basis = tested_samples(first, second, lambda r, per_round: metric_samples(r, metric, per_round),
+                                 alpha=alpha, alternative=alternative)
     if a and b:
         stat = _statistic(metric)
         return Paired(float(stat(a)), float(stat(b)), a, b, basis)
@@ -147,7 +150,7 @@ def _worse(metric: Metric) -> str:
 def mann_whitney_p(rule: TimingRule, base: RunResult, cur: RunResult) -> float | None:
     """The raw one-sided p-value `check_timing` would use, None when it uses no U test (for corrections)."""
     metric = METRICS[rule.metric]
-    paired = paired_values(base, cur, metric)
+    paired = paired_values(base, cur, metric, rule.alpha, _worse(metric))
     before, after = paired.first_samples, paired.second_samples
     if rule.test != "mann_whitney" or not (before and after):
         return None
@@ -164,7 +167,7 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
     metric = METRICS[rule.metric]
     name = rule.name or rule.metric
     threshold_text = f"threshold {rule.threshold * 100:g}%"
-    paired = paired_values(base, cur, metric)
+    paired = paired_values(base, cur, metric, rule.alpha, _worse(metric))
     base_value, cur_value, before, after = paired.first, paired.second, paired.first_samples, paired.second_samples
     label = metric.statistic if before and after else "value"
     if base_value is None or cur_value is None:

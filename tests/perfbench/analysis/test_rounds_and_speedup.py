@@ -64,11 +64,21 @@ def test_one_round_inside_the_band_is_no_significant_change():
 
 
 def test_compare_tests_round_medians_and_the_band_with_one_round():
-    a = [_result("x", k, 3, [100.0 + k] * 5, [10.0] * 5) for k in (1, 2, 3)]
-    b = [_result("x", k, 3, [150.0 + k] * 5, [10.0] * 5) for k in (1, 2, 3)]
+    # four rounds a side: 1 / C(8, 4) = 1/70 one-sided, so the round medians can reach p < 0.05 two-sided
+    a = [_result("x", k, 4, [100.0 + k] * 5, [10.0] * 5) for k in (1, 2, 3, 4)]
+    b = [_result("x", k, 4, [150.0 + k] * 5, [10.0] * 5) for k in (1, 2, 3, 4)]
     (match,), _, _ = match_runs(a, b)
     ttft = next(c for c in match.changes() if c.metric == "ttft_ms_median")
-    assert ttft.basis == "rounds" and match.a.run_id == "x"
+    assert ttft.basis == "rounds" and match.a.run_id == "x" and ttft.significant
+    # two rounds a side can never reach it (2 vs 2: p >= 1/3 two-sided): the pooled iterations are tested
+    # against the band, so a 15 % slowdown is still found and a 5 % change is not
+    spread = [100.0, 101.0, 99.0, 100.5, 99.5]
+    two_a = [_result("z", k, 2, [v + k for v in spread], [10.0] * 5) for k in (1, 2)]
+    for factor, found in ((1.15, True), (1.05, False)):
+        two_b = [_result("z", k, 2, [(v + k) * factor for v in spread], [10.0] * 5) for k in (1, 2)]
+        (match,), _, _ = match_runs(two_a, two_b)
+        ttft = next(c for c in match.changes() if c.metric == "ttft_ms_median")
+        assert ttft.basis == "iterations" and ttft.significant is found
     # one round each, 5 % apart with tight samples: significant by iterations, but inside the band
     one_a = [_result("y", 1, 1, [100.0, 100.2, 99.8, 100.1, 99.9] * 3, [10.0] * 5)]
     one_b = [_result("y", 1, 1, [105.0, 105.2, 104.8, 105.1, 104.9] * 3, [10.0] * 5)]
