@@ -14,7 +14,9 @@ Protocol (one process per run):
    iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
    kept apart for distribution plots. Host signals around the timing feed the stability verdict
    (perfbench/run/stability.py).
-4. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
+4. One untimed iteration with the MoE routing counts on (per layer, phase and expert; summed over the EP
+   group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record.
+5. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
    layer/module scopes; its trace is parsed into tables.
 """
 
@@ -38,6 +40,7 @@ from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.analysis import stats
+from perfbench.analysis.expert_load import load_record
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load, stability
@@ -277,10 +280,30 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         result.numerics = {"max_abs_logit_diff": diff,
                            "tokens_match": bool(torch.equal(last.logits.argmax(-1), reference.argmax(-1))),
                            "reference": "all toggles off, same weights, same process"}
+    result.expert_load = expert_load(model, ids, seq_lens, cache, workload)
     if spec.profile:
         result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+COUNTED = "one untimed iteration after timing (each timed iteration routes the same greedy workload)"
+
+
+def expert_load(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
+                workload: Workload) -> dict[str, object]:
+    """Per-expert routing counts of every MoE layer over one iteration (analysis/expert_load.py). Prefill counts
+    include the padding positions of a ragged batch: they are routed and computed too. A compiled decode step
+    records nothing (model/expert_counts.py), so graph_mode runs have prefill counts only."""
+    with model.expert_counts.recording():
+        run_iteration(model, ids, seq_lens, cache, workload.output_len)
+    totals = model.expert_counts.totals()  # a collective under EP: every rank calls it
+    not_recorded = {}
+    if "decode" not in totals and workload.output_len > 1:
+        not_recorded["decode"] = ("graph_mode: the compiled decode step carries no recording" if
+                                  model.plan.on("graph_mode") else "no decode step recorded")
+    return load_record(totals, num_experts=model.config.num_experts, top_k=model.config.num_experts_per_tok,
+                       ep_size=model.groups.layout.size("moe_ep"), counted=COUNTED, not_recorded=not_recorded)
 
 
 def _run_threads(device: str) -> int:
