@@ -69,11 +69,12 @@ _EXPERT_LOOP_CPU = r"^aten::nonzero$"
 # GDN; with it on, one merged GEMM replaces each group.
 _LINEAR = r"^aten::linear$"
 
-_NPU_FIA = r"FusedInferAttentionScore|IncreFlashAttention|PromptFlashAttention"
+# NPU ops: the kernel names of a device trace, or the npu::npu_* host ops of an emulated one (host only)
+_NPU_FIA = r"FusedInferAttentionScore|IncreFlashAttention|PromptFlashAttention|npu_fused_infer_attention_score"
 _NPU_SOFTMAX = r"SoftmaxV2|^Softmax"
-_NPU_GMM = r"GroupedMatmul"
-_NPU_RMSNORM = r"RmsNorm"
-_NPU_ROPE = r"RotaryMul|RotaryPositionEmbedding"
+_NPU_GMM = r"GroupedMatmul|npu_grouped_matmul"
+_NPU_RMSNORM = r"RmsNorm|npu_(?:add_)?rms_norm"
+_NPU_ROPE = r"RotaryMul|RotaryPositionEmbedding|npu_rotary_mul"
 # MC2 dispatch/combine: kernels MoeDistributeDispatchV2 / CombineV2 on hardware, npu::npu_moe_distribute_*_v2 host
 # ops under the emulator; matmul + all_reduce in one op: MatmulAllReduce / npu::npu_mm_all_reduce_base
 _NPU_MC2 = r"moe_?distribute_?(?:dispatch|combine)"

@@ -118,3 +118,45 @@ def test_toggles_without_a_signature_are_not_checked():
     assert [r.ok for r in result] == [None, None]
     assert result[0].line == "mm_all_reduce: no trace signature on cpu"
     assert result[1].line == "fused_attention on: not checked (no attn scopes in the trace)"
+
+
+EMULATED = FIXTURES / "npu_emulated" / "ep2_910b_rank0.json.gz"
+EMULATED_PLAN = {"fused_rope": "on", "fused_attention": "on", "fused_rmsnorm": "on", "chunk_gdr": "inactive",
+                 "mm_all_reduce": "on", "moe_dispatch_combine": "on", "graph_mode": "off",
+                 "merged_projections": "on", "grouped_moe": "on"}  # tests/fixtures/SOURCES.md
+
+
+def _emulated_without(tmp_path: Path, pattern: str) -> Path:
+    data = json.loads(gzip.open(require(EMULATED)).read())
+    data["traceEvents"] = [e for e in data["traceEvents"] if not re.search(pattern, str(e.get("name", "")))]
+    path = tmp_path / "emulated.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_emulated_npu_trace_matches_its_plan():
+    results = {r.toggle: r for r in check_plan(parse_chrome_trace(require(EMULATED)), EMULATED_PLAN, "npu")}
+
+    assert mismatches(list(results.values())) == []
+    assert {t for t, r in results.items() if r.ok is True} == {t for t, d in SIGNATURES.items() if "npu" in d}
+
+
+@pytest.mark.parametrize("toggle, removed, line", [
+    ("mm_all_reduce", r"npu_mm_all_reduce_base", "mm_all_reduce on, but no fused matmul+all_reduce ops in prefill"),
+    ("moe_dispatch_combine", r"npu_moe_distribute_(dispatch|combine)_v2",
+     "moe_dispatch_combine on, but no MC2 dispatch/combine ops in decode"),
+])
+def test_emulated_fused_comm_op_missing_is_reported(tmp_path, toggle, removed, line):
+    events = parse_chrome_trace(_emulated_without(tmp_path, removed))
+
+    assert mismatches(check_plan(events, EMULATED_PLAN, "npu")) == [line]
+
+
+def test_emulated_fused_comm_ops_under_an_off_plan_are_reported():
+    plan = {**EMULATED_PLAN, "mm_all_reduce": "off", "moe_dispatch_combine": "inactive"}
+
+    lines = mismatches(check_plan(parse_chrome_trace(require(EMULATED)), plan, "npu"))
+
+    # 4 row-parallel prefill projections (3 GDN out_proj, 1 o_proj); dispatch + combine in 4 layers x 2 steps
+    assert lines == ["mm_all_reduce off, but 4 fused matmul+all_reduce ops",
+                     "moe_dispatch_combine off, but 16 MC2 dispatch/combine ops"]
