@@ -13,8 +13,10 @@ Torch-free: the analysis commands read it on machines without torch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -100,3 +102,18 @@ def load_lines(record: Mapping[str, Any]) -> list[str]:
     for phase, why in (record.get("not_recorded") or {}).items():
         lines.append(f"  {phase}: not recorded ({why})")
     return lines
+
+
+def load_record_near(trace_path: Path, levels: int = 4) -> dict[str, Any]:
+    """The expert load of the run whose trace `trace_path` is (runs/<id>/trace[/rank<r>[/<profiler folder>]]):
+    `expert_load` of the nearest result.json above it, {} when there is none or it holds none."""
+    for folder in [trace_path, *trace_path.resolve().parents][:levels + 1]:
+        result = folder / "result.json"
+        if result.is_file():
+            try:
+                raw = json.loads(result.read_text())
+            except (OSError, ValueError):
+                return {}
+            load = raw.get("expert_load") if isinstance(raw, dict) else None
+            return load if isinstance(load, dict) else {}
+    return {}
