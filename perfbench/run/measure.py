@@ -337,7 +337,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                 run_iteration(model, ids, seq_lens, cache, workload.output_len)
         multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
         if multi_rank:
-            torch.distributed.barrier()  # every rank's trace is written before rank 0 reads them all
+            wait_for_every_rank(model.device)  # every rank's trace is written before rank 0 reads them all
         if not is_result_writer():
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
@@ -354,7 +354,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         if roofline_error:
             record["roofline_error"] = roofline_error
         states = {name: decision.state for name, decision in model.plan.decisions.items()}
-        checks = check_plan(events, states, model.device.type)
+        # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
+        checks = check_plan(events, states, model.plan.device)
         record["plan_check"] = [c.to_dict() for c in checks]
         record["plan_mismatches"] = mismatches(checks)
         if multi_rank:
@@ -366,6 +367,14 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         return record
     except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
         return {"error": traceback.format_exc(limit=3)}
+
+
+def wait_for_every_rank(device: torch.device) -> None:
+    """A barrier as an all_reduce of one element on the model's device: dist.barrier() asks torch for the
+    machine's accelerator, which the NPU emulator's CPU-backed device does not register."""
+    token = torch.zeros(1, device=device)
+    torch.distributed.all_reduce(token)
+    token.item()  # waits for the collective on an accelerator
 
 
 def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,
