@@ -20,6 +20,7 @@ from torch import nn
 from model.backend import Capabilities, detect_capabilities
 from model.cache import Qwen3_5MoeCache
 from model.config import PRESETS, Qwen3_5MoeTextConfig, load_config
+from model.expert_counts import ExpertCounts
 from model.layers.decoder import Qwen3_5MoeDecoderLayer
 from model.layers.embedding import ParallelLMHead, VocabParallelEmbedding
 from model.layers.linear import Slot
@@ -63,11 +64,13 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         self.sizes = LocalSizes.of(config, self.groups.layout)
         self.ops: OpSet = build_ops(plan)
         self.scopes = Scopes()
+        self.expert_counts = ExpertCounts(config.num_experts)  # routing counts, off unless a harness records
         h = config.hidden_size
         self.embed_tokens = VocabParallelEmbedding(self.sizes.embed_vocab, h, dtype, device,
                                                    self.sizes.embed_vocab_start, self.groups.embed_tp)
         self.layers = nn.ModuleList(
-            Qwen3_5MoeDecoderLayer(config, i, self.ops, self.scopes, dtype, device, self.groups)
+            Qwen3_5MoeDecoderLayer(config, i, self.ops, self.scopes, dtype, device, self.groups,
+                                   self.expert_counts)
             for i in range(config.num_hidden_layers))
         self.norm = Qwen3_5MoeRMSNorm(h, config.rms_norm_eps, self.ops.rms_norm, self.ops.add_rms_norm, dtype,
                                       device)

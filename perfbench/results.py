@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from model.toggles import TOGGLE_NAMES, ToggleDecision
+from perfbench.analysis.expert_load import worst_imbalance
 from perfbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -49,16 +50,17 @@ CSV_COLUMNS = (
     "host_cpu_mhz_max", "host_mem_pressure_avg10", "host_mem_available_frac", "iterations", "compile_cache_warm",
     "stop_reason", "stable", "unstable_reason", "round", "combination",
     "max_abs_logit_diff",
-    "tokens_match", "decode_ops_per_step", "wall_s",
+    "tokens_match", "decode_ops_per_step", "moe_imbalance_prefill", "moe_imbalance_decode", "wall_s",
 )
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Versions of a result record (one line of results.jsonl, or result.json):
 #   1  no `schema_version` key; otherwise the fields of version 2 without `spec.expected_plan`
 #   2  `schema_version`, `spec.expected_plan` (the runner's resolved plan, checked by the worker)
 #   3  samples.tpot_ms one per iteration (samples.tpot_steps_ms: every step); stop_reason, stability; spec
 #      adaptive-stopping and round fields
+#   4  expert_load: per-expert MoE routing counts (perfbench/analysis/expert_load.py); {} in older records
 # `migrate` brings an older record up to SCHEMA_VERSION; a newer one is refused.
 
 
@@ -232,6 +234,8 @@ class RunResult:
     # perfbench/run/stability.py: {"stable": bool, "reason": str, "metrics": {name: {"stable", "reason"}}};
     # empty when not judged (a failed run, or a record from before verdicts existed)
     stability: dict[str, Any] = field(default_factory=dict)
+    # per-expert routing counts of every MoE layer (perfbench/analysis/expert_load.py); {} when not recorded
+    expert_load: dict[str, Any] = field(default_factory=dict)
 
     # ---- views -----------------------------------------------------------------------------------
     def shape(self) -> WorkloadShape:
@@ -311,6 +315,9 @@ class RunResult:
         row["max_abs_logit_diff"] = self.numerics.get("max_abs_logit_diff")
         row["tokens_match"] = self.numerics.get("tokens_match")
         row["decode_ops_per_step"] = self.trace.get("decode_ops_per_step")
+        for phase in ("prefill", "decode"):
+            imbalance = worst_imbalance(self.expert_load, phase)
+            row[f"moe_imbalance_{phase}"] = None if imbalance is None else round(imbalance, 3)
         row["wall_s"] = round(self.wall_s, 3)
         return row
 
@@ -325,7 +332,8 @@ def migrate(raw: dict[str, Any], where: str = "result") -> dict[str, Any]:
     if version > SCHEMA_VERSION:
         raise ValueError(f"{where}: schema_version {version} is newer than this perfbench reads "
                          f"({SCHEMA_VERSION}); upgrade perfbench to read it")
-    # 1 -> 2: only added fields (schema_version, spec.expected_plan), whose defaults say "not recorded".
+    # 1 -> 2, 3 -> 4: only added fields (schema_version, spec.expected_plan; expert_load), whose defaults say
+    # "not recorded".
     if version < 3:
         raw = {**raw, "samples": _per_iteration_tpot(raw)}
     return {**raw, "schema_version": SCHEMA_VERSION}

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from model.config import Qwen3_5MoeTextConfig
+from model.expert_counts import ExpertCounts
 from model.layers.attention import Qwen3_5MoeAttention
 from model.layers.gated_deltanet import Qwen3_5MoeGatedDeltaNet
 from model.layers.linear import Slot
@@ -24,7 +25,8 @@ from model.tracing import Scopes
 
 class Qwen3_5MoeDecoderLayer(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, layer_idx: int, ops: OpSet, scopes: Scopes,
-                 dtype: torch.dtype, device: torch.device | str, groups: ProcessGroups | None = None) -> None:
+                 dtype: torch.dtype, device: torch.device | str, groups: ProcessGroups | None = None,
+                 expert_counts: ExpertCounts | None = None) -> None:
         super().__init__()
         groups = groups or ProcessGroups()
         sizes = LocalSizes.of(config, groups.layout)
@@ -44,7 +46,7 @@ class Qwen3_5MoeDecoderLayer(nn.Module):
             self.mixer = Qwen3_5MoeGatedDeltaNet(config, layer_idx, ops, dtype, device, sizes.linear_k_heads,
                                                  sizes.linear_v_heads, groups.attn_tp)
             self.mixer_name, self.mixer_module = "linear_attn", "gdn"
-        self.mlp = Qwen3_5MoeSparseMoeBlock(config, ops, dtype, device, groups)
+        self.mlp = Qwen3_5MoeSparseMoeBlock(config, ops, dtype, device, groups, layer_idx, expert_counts)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor | None,
                 step: Step) -> tuple[torch.Tensor, torch.Tensor]:

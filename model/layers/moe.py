@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.config import Qwen3_5MoeTextConfig
+from model.expert_counts import ExpertCounts
 from model.layers.linear import Slot, linear_weight
 from model.layers.step import Step
 from model.ops import OpSet, comm
@@ -80,11 +81,15 @@ class Qwen3_5MoeExperts(nn.Module):
 
 class Qwen3_5MoeSparseMoeBlock(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, ops: OpSet, dtype: torch.dtype,
-                 device: torch.device | str, groups: ProcessGroups | None = None) -> None:
+                 device: torch.device | str, groups: ProcessGroups | None = None, layer_idx: int = 0,
+                 expert_counts: ExpertCounts | None = None) -> None:
+        """`expert_counts`: the model's routing-count recorder (off unless a harness turns it on)."""
         super().__init__()
         groups = groups or ProcessGroups()
         sizes = LocalSizes.of(config, groups.layout)
         self.ops = ops
+        self.layer_idx = layer_idx
+        self.expert_counts = expert_counts or ExpertCounts(config.num_experts)
         self.top_k = config.num_experts_per_tok
         self.num_experts = config.num_experts
         self.moe_tp_group = groups.moe_tp
@@ -113,6 +118,7 @@ class Qwen3_5MoeSparseMoeBlock(nn.Module):
         """world_size 1 and MoE TP: every rank sees every token."""
         router_logits, shared_gate = self.gates(x)
         weights, ids = self.ops.route(router_logits, self.top_k)
+        self.expert_counts.record(self.layer_idx, step.prefill, ids)
         experts = self.ops.experts_prefill if step.prefill else self.ops.experts_decode
         routed = experts(x, ids, weights, list(self.experts.gate_up), self.experts.down)
         if self.moe_tp_group is not None:
@@ -136,6 +142,7 @@ class Qwen3_5MoeSparseMoeBlock(nn.Module):
         else:  # more ranks than tokens: this rank still takes part in every exchange, with nothing to send
             weights = router_logits.new_empty(0, self.top_k)
             ids = torch.empty(0, self.top_k, dtype=torch.long, device=x.device)
+        self.expert_counts.record(self.layer_idx, step.prefill, ids, ep.group)
         exchange = self.ops.moe_ep_prefill if step.prefill else self.ops.moe_ep_decode
         experts = self.ops.experts_prefill if step.prefill else self.ops.experts_decode
         routed = exchange(local, ids, weights, list(self.experts.gate_up), self.experts.down, experts, ep,

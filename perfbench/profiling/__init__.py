@@ -11,6 +11,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfbench.analysis.expert_load import load_lines, load_record_near
 from perfbench.profiling.ascend import AscendProfile, parse_ascend_dir
 from perfbench.profiling.categories import CATEGORIES, categorize
 from perfbench.profiling.chrome import parse_chrome_trace
@@ -53,7 +54,8 @@ def default_tables_dir(path: Path) -> Path:
 def analyze_trace(path: Path, out_dir: Path | None) -> str:
     """Parse the trace at `path`, write every table as CSV into `out_dir` (default `default_tables_dir`), and
     return a short summary: top categories with time and share, compute vs communication, missing columns,
-    notes, and where the CSVs went. UserError for a path that is not a trace."""
+    notes, where the CSVs went, and the run's MoE expert load when the trace sits in a perfbench run folder.
+    UserError for a path that is not a trace."""
     path = Path(path)
     trace = load_trace(path)
     out = Path(out_dir) if out_dir is not None else default_tables_dir(path)
@@ -65,4 +67,5 @@ def analyze_trace(path: Path, out_dir: Path | None) -> str:
         extra = out / f"{name}.csv"
         table.to_csv(extra, index=False)
         written.append(extra)
-    return summarize(trace, written)
+    load = load_lines(load_record_near(path))
+    return "\n".join([summarize(trace, written), *load])

@@ -96,6 +96,10 @@ def load_trace(path: Path | str) -> LoadedTrace:
         find_rank_folders(path)
     except UserError:
         loaded = _load_chrome_folder(path)
+        emulated = [p for p in path.iterdir() if p.is_dir() and p.name.endswith("_ascend_pt")]
+        if loaded is None and len(emulated) == 1:
+            # the NPU emulator's output: a *_ascend_pt folder holding its host chrome trace, no Ascend tables
+            loaded = _load_chrome_folder(emulated[0])
         if loaded is None and any(_RANK_FOLDER.match(p.name) for p in path.iterdir() if p.is_dir()):
             events = rank_folder_events(path)  # a multi-rank run's trace/ folder: rank0/, rank1/, ...
             loaded = LoadedTrace(path, "chrome", events, ranks=sorted(int(r) for r in events["rank"].unique()))

@@ -69,11 +69,20 @@ _EXPERT_LOOP_CPU = r"^aten::nonzero$"
 # GDN; with it on, one merged GEMM replaces each group.
 _LINEAR = r"^aten::linear$"
 
-_NPU_FIA = r"FusedInferAttentionScore|IncreFlashAttention|PromptFlashAttention"
+# NPU ops: the kernel names of a device trace, or the npu::npu_* host ops of an emulated one (host only)
+_NPU_FIA = r"FusedInferAttentionScore|IncreFlashAttention|PromptFlashAttention|npu_fused_infer_attention_score"
 _NPU_SOFTMAX = r"SoftmaxV2|^Softmax"
-_NPU_GMM = r"GroupedMatmul"
-_NPU_RMSNORM = r"RmsNorm"
-_NPU_ROPE = r"RotaryMul|RotaryPositionEmbedding"
+_NPU_GMM = r"GroupedMatmul|npu_grouped_matmul"
+_NPU_RMSNORM = r"RmsNorm|npu_(?:add_)?rms_norm"
+_NPU_ROPE = r"RotaryMul|RotaryPositionEmbedding|npu_rotary_mul"
+# MC2 dispatch/combine: kernels MoeDistributeDispatchV2 / CombineV2 on hardware, npu::npu_moe_distribute_*_v2 host
+# ops under the emulator; matmul + all_reduce in one op: MatmulAllReduce / npu::npu_mm_all_reduce_base
+_NPU_MC2 = r"moe_?distribute_?(?:dispatch|combine)"
+_NPU_MM_ALL_REDUCE = r"matmul_?all_?reduce|mm_all_reduce"
+# EP exchange on CPU: the static dispatch addresses each pair's row from a one-hot of its destination rank;
+# Double-Routing counts the pairs per expert (bincount) for the count exchange and its host-side split sizes
+_STATIC_DISPATCH_CPU = r"^aten::one_hot$"
+_COUNT_EXCHANGE_CPU = r"^aten::bincount$"
 _CUDA_FLASH = r"flash|fmha|scaled_dot_product|efficient_attention|cutlass.*attention"
 _CUDA_GRAPH_LAUNCH = r"cudaGraphLaunch"
 
@@ -126,6 +135,23 @@ SIGNATURES: dict[str, dict[str, Signature]] = {
         "npu": Signature(
             on=(present("grouped-matmul kernels in MoE scopes", _NPU_GMM, "moe"),),
             off=(absent("grouped-matmul kernels in MoE scopes", _NPU_GMM, "moe"),)),
+    },
+    # Both are active only with more than one rank (model/optimizations.py): a single-rank "off" trace has no
+    # exchange at all, so "off" can only require the fused path's absence. Phase, not module, bounds them:
+    # the NPU ops also show inside a torchair graph, whose traces carry no module scopes.
+    "mm_all_reduce": {
+        "npu": Signature(
+            on=(present("fused matmul+all_reduce ops in prefill", _NPU_MM_ALL_REDUCE, phase="prefill"),),
+            off=(absent("fused matmul+all_reduce ops", _NPU_MM_ALL_REDUCE),)),
+    },
+    "moe_dispatch_combine": {
+        "cpu": Signature(
+            on=(present("static-shape dispatch (one_hot) ops in decode", _STATIC_DISPATCH_CPU, phase="decode"),
+                absent("Double-Routing count (bincount) ops in decode", _COUNT_EXCHANGE_CPU, phase="decode")),
+            off=(absent("static-shape dispatch (one_hot) ops", _STATIC_DISPATCH_CPU),)),
+        "npu": Signature(
+            on=(present("MC2 dispatch/combine ops in decode", _NPU_MC2, phase="decode"),),
+            off=(absent("MC2 dispatch/combine ops", _NPU_MC2),)),
     },
     "merged_projections": {
         "cpu": Signature(

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
+from perfbench.report.expert_load import expert_load_section
 from perfbench.report.headline import headline_section
 from perfbench.report.latency import latency_section
 from perfbench.report.page import Section, write_page
@@ -18,7 +19,7 @@ def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
     first_round = [r for r in results if r.spec.round <= 1]
     return [headline_section(results), environment_section(folder, results), plan_section(results),
             latency_section(results), ablation_section(results), breakdown_section(folder, first_round),
-            numerics_section(results), failures_section(results)]
+            expert_load_section(first_round), numerics_section(results), failures_section(results)]
 
 
 def build_report(folder: Path) -> Path:

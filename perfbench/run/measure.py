@@ -14,7 +14,9 @@ Protocol (one process per run):
    iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
    kept apart for distribution plots. Host signals around the timing feed the stability verdict
    (perfbench/run/stability.py).
-4. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
+4. One untimed iteration with the MoE routing counts on (per layer, phase and expert; summed over the EP
+   group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record.
+5. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
    layer/module scopes; its trace is parsed into tables.
 """
 
@@ -38,6 +40,7 @@ from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.analysis import stats
+from perfbench.analysis.expert_load import load_record
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load, stability
@@ -279,10 +282,30 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         result.numerics = {"max_abs_logit_diff": diff,
                            "tokens_match": bool(torch.equal(logits.argmax(-1), reference.argmax(-1))),
                            "reference": "all toggles off, same weights, same process"}
+    result.expert_load = expert_load(model, ids, seq_lens, cache, workload)
     if spec.profile:
         result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+COUNTED = "one untimed iteration after timing (each timed iteration routes the same greedy workload)"
+
+
+def expert_load(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
+                workload: Workload) -> dict[str, object]:
+    """Per-expert routing counts of every MoE layer over one iteration (analysis/expert_load.py). Prefill counts
+    include the padding positions of a ragged batch: they are routed and computed too. A compiled decode step
+    records nothing (model/expert_counts.py), so graph_mode runs have prefill counts only."""
+    with model.expert_counts.recording():
+        run_iteration(model, ids, seq_lens, cache, workload.output_len)
+    totals = model.expert_counts.totals()  # a collective under EP: every rank calls it
+    not_recorded = {}
+    if "decode" not in totals and workload.output_len > 1:
+        not_recorded["decode"] = ("graph_mode: the compiled decode step carries no recording" if
+                                  model.plan.on("graph_mode") else "no decode step recorded")
+    return load_record(totals, num_experts=model.config.num_experts, top_k=model.config.num_experts_per_tok,
+                       ep_size=model.groups.layout.size("moe_ep"), counted=COUNTED, not_recorded=not_recorded)
 
 
 def _run_threads(device: str) -> int:
@@ -316,7 +339,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                 run_iteration(model, ids, seq_lens, cache, workload.output_len)
         multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
         if multi_rank:
-            torch.distributed.barrier()  # every rank's trace is written before rank 0 reads them all
+            wait_for_every_rank(model.device)  # every rank's trace is written before rank 0 reads them all
         if not is_result_writer():
             return {"dir": str(trace_dir.relative_to(run_dir))}
         events = parse_trace_path(capture.paths[0])
@@ -333,7 +356,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         if roofline_error:
             record["roofline_error"] = roofline_error
         states = {name: decision.state for name, decision in model.plan.decisions.items()}
-        checks = check_plan(events, states, model.device.type)
+        # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
+        checks = check_plan(events, states, model.plan.device)
         record["plan_check"] = [c.to_dict() for c in checks]
         record["plan_mismatches"] = mismatches(checks)
         if multi_rank:
@@ -345,6 +369,14 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         return record
     except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
         return {"error": traceback.format_exc(limit=3)}
+
+
+def wait_for_every_rank(device: torch.device) -> None:
+    """A barrier as an all_reduce of one element on the model's device: dist.barrier() asks torch for the
+    machine's accelerator, which the NPU emulator's CPU-backed device does not register."""
+    token = torch.zeros(1, device=device)
+    torch.distributed.all_reduce(token)
+    token.item()  # waits for the collective on an accelerator
 
 
 def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,

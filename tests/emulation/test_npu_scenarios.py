@@ -49,3 +49,8 @@ def test_runs_under_the_emulator(tmp_path: Path, scenario: str) -> None:
     on = [name for name, d in result["plan"].items() if d["state"] == "on"]
     assert "fused_attention" in on and "npu_fused_infer_attention_score" in result["plan"]["fused_attention"]["impl"]
     assert result["numerics"]["tokens_match"] is not None
+    # the profiled iteration's trace (npu::npu_* ops on the host) is checked against the plan's npu signatures;
+    # the recipe YAML keeps its profiler off
+    assert result["spec"]["profile"] == (scenario != SHIPPED[3])
+    if result["spec"]["profile"]:
+        assert result["trace"].get("plan_check") and result["trace"]["plan_mismatches"] == [], result["trace"]

@@ -4,7 +4,8 @@
 
 Every case of cases.json ({name, model, num_layers, parallel, optimizations}) is built with the same dummy
 weights (seed 0) and greedily generates from the same ragged prompts; rank r writes DIR/<name>/rank<r>.pt with
-{"tokens", "logits"}. The cases share one process group, so one launch covers several layouts.
+{"tokens", "logits", "expert_counts"} (the MoE routing counts, summed over the EP group).
+The cases share one process group, so one launch covers several layouts.
 `--raise-on-rank R` makes rank R fail after the model is built, while the others wait in a collective.
 """
 
@@ -28,10 +29,13 @@ def run_case(case: dict, prompts: list[list[int]], new_tokens: int, out: Path) -
     model = Qwen3_5MoeForCausalLM.from_pretrained(
         case["model"], num_layers=case.get("num_layers"), dummy_weights=True, seed=0,
         optimizations=case.get("optimizations", "none"), parallel_config=case["parallel"])
-    result = model.generate(prompts, max_new_tokens=new_tokens)
+    with model.expert_counts.recording():
+        result = model.generate(prompts, max_new_tokens=new_tokens)
+    counts = model.expert_counts.totals()
     folder = out / case["name"]
     folder.mkdir(parents=True, exist_ok=True)
-    torch.save({"tokens": result.tokens, "logits": result.logits}, folder / f"rank{dist.get_rank()}.pt")
+    torch.save({"tokens": result.tokens, "logits": result.logits, "expert_counts": counts},
+               folder / f"rank{dist.get_rank()}.pt")
 
 
 def main() -> None:

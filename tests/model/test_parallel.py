@@ -89,12 +89,15 @@ def num_layers(model: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def references(model_paths) -> dict[str, GenerateOutput]:
+def references(model_paths) -> dict[str, tuple[GenerateOutput, dict]]:
+    """World size 1: the generated tokens and logits, and the MoE routing counts."""
     out = {}
     for name, path in model_paths.items():
         model = Qwen3_5MoeForCausalLM.from_pretrained(path, num_layers=num_layers(name), dummy_weights=True,
                                                       seed=0)
-        out[name] = model.generate(PROMPTS, max_new_tokens=NEW_TOKENS)
+        with model.expert_counts.recording():
+            generated = model.generate(PROMPTS, max_new_tokens=NEW_TOKENS)
+        out[name] = generated, model.expert_counts.totals()
     return out
 
 
@@ -121,7 +124,7 @@ def test_layouts_match_world_size_1(world, model_paths, references, tmp_path):
         proc = torchrun(world, cases, tmp_path)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     for case in cases:
-        ref = references[case["reference"]]
+        ref, ref_counts = references[case["reference"]]
         first = None
         for rank in range(world):
             got = torch.load(tmp_path / case["name"] / f"rank{rank}.pt")
@@ -129,6 +132,8 @@ def test_layouts_match_world_size_1(world, model_paths, references, tmp_path):
             assert got["tokens"] == ref.tokens, f"{where}: greedy tokens differ from world_size 1"
             err = (got["logits"] - ref.logits).abs().max().item()
             assert err <= 1e-4, f"{where}: max abs logit diff {err:.3g} vs world_size 1"
+            # EP ranks route disjoint token blocks and sum their counts; TP ranks route every token (no sum)
+            assert got["expert_counts"] == ref_counts, f"{where}: MoE routing counts differ from world_size 1"
             if first is None:
                 first = got
             else:

@@ -125,3 +125,21 @@ def test_plan_mismatch_names_the_toggles_that_differ():
     assert spec.plan_mismatch(RunPlan({**result.plan.decisions,
                                        "mm_all_reduce": ToggleDecision("mm_all_reduce", True, "on", "", "")})) == ""
     assert RunSpec(run_id="r1", scenario="s").plan_mismatch(result.plan) == ""  # nothing expected: unchecked
+
+
+def test_a_version_3_record_loads_without_expert_load_and_a_new_one_fills_the_csv(tmp_path):
+    raw = a_result().to_dict()
+    raw["schema_version"] = 3
+    del raw["expert_load"]
+    (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
+    (back,) = load_results(tmp_path)
+    assert back.expert_load == {} and back.csv_row()["moe_imbalance_prefill"] is None
+    result = a_result()
+    result.expert_load = {"experts_by_rank": [[0, 4]],
+                          "counts": [{"phase": "prefill", "layer": 0, "experts": [3, 1, 0, 0]},
+                                     {"phase": "prefill", "layer": 1, "experts": [1, 1, 1, 1]}]}
+    write_results(tmp_path, [result])
+    (back,) = load_results(tmp_path)
+    assert back == result
+    row = back.csv_row()
+    assert row["moe_imbalance_prefill"] == 3.0 and row["moe_imbalance_decode"] is None  # max 3 / mean 1

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from perfbench.analysis.expert_load import load_record
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.profiling import analyze_trace, default_tables_dir, load_trace
@@ -103,3 +105,23 @@ def test_default_output_next_to_the_input_and_missing_columns_line(tmp_path):
         copy = shutil.copy(trace_file, tmp_path / "t.json")
         analyze_trace(copy, None)
         assert (tmp_path / "t.json-tables" / "per_op.csv").is_file()
+
+
+def test_cli_trace_of_a_run_folder_prints_the_runs_expert_load(tmp_path):
+    run = tmp_path / "runs" / "r1"
+    trace = run / "trace" / "rank0" / "trace.json.gz"
+    trace.parent.mkdir(parents=True)
+    shutil.copy(require(FIXTURES / "cpu_traces" / "ep2_all_off.json.gz"), trace)
+    load = load_record({"prefill": {0: [1, 0, 3, 2]}}, num_experts=4, top_k=2, ep_size=2, counted="one iteration")
+    (run / "result.json").write_text(json.dumps({"run_id": "r1", "expert_load": load}))
+
+    result = CliRunner().invoke(main, ["trace", str(trace), "--out", str(tmp_path / "tables")])
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index("MoE expert load (one iteration; 4 experts, top-2, EP size 2)")
+    assert lines[start + 1] == ("  prefill layer   0: 6 assignments, max/mean per expert 3/1.5 = 2.00, hottest "
+                                "expert 2; per EP rank 1, 5")
+    plain = CliRunner().invoke(main, ["trace", str(require(FIXTURES / "cpu_traces" / "all_off.json.gz")),
+                                      "--out", str(tmp_path / "plain")])
+    assert plain.exit_code == 0 and "MoE expert load" not in plain.output

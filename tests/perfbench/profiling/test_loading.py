@@ -9,7 +9,7 @@ import pytest
 from perfbench.errors import UserError
 from perfbench.profiling.loading import load_trace, parse_trace_path
 
-from .conftest import TORCH_FIXTURES
+from .conftest import FIXTURES, TORCH_FIXTURES, require
 from .synthetic import V2, npu_trace_view, write_json, write_kernel_details
 
 
@@ -83,3 +83,18 @@ def test_multi_rank_run_trace_folder_reads_every_rank(tmp_path):
     single = load_trace(source).events
     assert loaded.ranks == [0, 1]
     assert loaded.events.groupby("rank").size().tolist() == [len(single), len(single)]
+
+
+def test_emulated_npu_rank_folders_read_their_host_trace(tmp_path):
+    # the NPU emulator writes rank<N>/<host>_ascend_pt/emulated_host_trace.json (no Ascend tables)
+    trace = gzip.open(require(FIXTURES / "npu_emulated" / "ep2_910b_rank0.json.gz")).read()
+    for rank in (0, 1):
+        folder = tmp_path / "trace" / f"rank{rank}" / f"vm_{rank}_ascend_pt"
+        folder.mkdir(parents=True)
+        (folder / "emulated_host_trace.json").write_bytes(trace)
+
+    one = load_trace(tmp_path / "trace" / "rank0")
+    both = load_trace(tmp_path / "trace")
+
+    assert len(one.events) > 0 and (one.events["side"] == "host").all()
+    assert both.ranks == [0, 1] and len(both.events) == 2 * len(one.events)

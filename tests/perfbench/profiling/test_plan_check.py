@@ -33,7 +33,10 @@ def _without(tmp_path: Path, trace: str, pattern: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("trace", ["all_off.json.gz", "eager_all_on.json.gz", "graph_all_on.json.gz"])
+# ep2_*: rank 0 of a two-rank CPU run (cpu_ep2 scenario: attention TP2 + MoE EP2), where the EP exchange is
+# Double-Routing (all off) or the static-shape dispatch/combine (moe_dispatch_combine on)
+@pytest.mark.parametrize("trace", ["all_off.json.gz", "eager_all_on.json.gz", "graph_all_on.json.gz",
+                                   "ep2_all_off.json.gz", "ep2_dispatch_combine.json.gz"])
 def test_recorded_traces_match_the_plans_they_ran(trace):
     plan = _plans()[trace]
 
@@ -47,12 +50,13 @@ def test_recorded_traces_match_the_plans_they_ran(trace):
 
 
 def test_every_signature_tells_on_from_off():
-    """The all-off trace fails every CPU toggle's `on` signature, and the eager all-on trace every `off`."""
+    """The all-off trace fails every CPU toggle's `on` signature, and the eager all-on trace every `off`
+    (moe_dispatch_combine: the two-rank traces, the only ones with an EP exchange)."""
     plans = _plans()
-    off_events = parse_chrome_trace(TRACES / "all_off.json.gz")
-    on_events = parse_chrome_trace(TRACES / "eager_all_on.json.gz")
-    all_on = plans["eager_all_on.json.gz"]
-    all_off = plans["all_off.json.gz"]
+    off_events = parse_chrome_trace(TRACES / "ep2_all_off.json.gz")
+    on_events = parse_chrome_trace(TRACES / "ep2_dispatch_combine.json.gz")
+    all_on = plans["ep2_dispatch_combine.json.gz"]
+    all_off = plans["ep2_all_off.json.gz"]
     eager_toggles = CPU_TOGGLES - {"graph_mode"}
 
     assert {r.toggle for r in check_plan(off_events, all_on, "cpu") if r.ok is False} == eager_toggles
@@ -87,6 +91,25 @@ def test_fused_attention_without_its_kernel_is_reported(tmp_path):
     assert lines == ["fused_attention on, but no fused attention ops in attention scopes"]
 
 
+def test_double_routing_under_a_dispatch_combine_plan_is_reported(tmp_path):
+    # the planted mismatch: the static dispatch's ops missing (and Double-Routing's present) while the plan
+    # says moe_dispatch_combine on
+    plan = {**_plans()["ep2_all_off.json.gz"], "moe_dispatch_combine": "on"}
+
+    lines = mismatches(check_plan(parse_chrome_trace(TRACES / "ep2_all_off.json.gz"), plan, "cpu"))
+
+    assert lines == ["moe_dispatch_combine on, but no static-shape dispatch (one_hot) ops in decode; "
+                     "8 Double-Routing count (bincount) ops in decode"]  # 4 MoE layers x 2 decode steps
+
+
+def test_dispatch_combine_without_its_dispatch_op_is_reported(tmp_path):
+    path = _without(tmp_path, "ep2_dispatch_combine.json.gz", r"^aten::one_hot$")
+
+    lines = mismatches(check_plan(parse_chrome_trace(path), _plans()["ep2_dispatch_combine.json.gz"], "cpu"))
+
+    assert lines == ["moe_dispatch_combine on, but no static-shape dispatch (one_hot) ops in decode"]
+
+
 def test_toggles_without_a_signature_are_not_checked():
     events = parse_chrome_trace(TRACES / "graph_all_on.json.gz")
 
@@ -95,3 +118,45 @@ def test_toggles_without_a_signature_are_not_checked():
     assert [r.ok for r in result] == [None, None]
     assert result[0].line == "mm_all_reduce: no trace signature on cpu"
     assert result[1].line == "fused_attention on: not checked (no attn scopes in the trace)"
+
+
+EMULATED = FIXTURES / "npu_emulated" / "ep2_910b_rank0.json.gz"
+EMULATED_PLAN = {"fused_rope": "on", "fused_attention": "on", "fused_rmsnorm": "on", "chunk_gdr": "inactive",
+                 "mm_all_reduce": "on", "moe_dispatch_combine": "on", "graph_mode": "off",
+                 "merged_projections": "on", "grouped_moe": "on"}  # tests/fixtures/SOURCES.md
+
+
+def _emulated_without(tmp_path: Path, pattern: str) -> Path:
+    data = json.loads(gzip.open(require(EMULATED)).read())
+    data["traceEvents"] = [e for e in data["traceEvents"] if not re.search(pattern, str(e.get("name", "")))]
+    path = tmp_path / "emulated.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_emulated_npu_trace_matches_its_plan():
+    results = {r.toggle: r for r in check_plan(parse_chrome_trace(require(EMULATED)), EMULATED_PLAN, "npu")}
+
+    assert mismatches(list(results.values())) == []
+    assert {t for t, r in results.items() if r.ok is True} == {t for t, d in SIGNATURES.items() if "npu" in d}
+
+
+@pytest.mark.parametrize("toggle, removed, line", [
+    ("mm_all_reduce", r"npu_mm_all_reduce_base", "mm_all_reduce on, but no fused matmul+all_reduce ops in prefill"),
+    ("moe_dispatch_combine", r"npu_moe_distribute_(dispatch|combine)_v2",
+     "moe_dispatch_combine on, but no MC2 dispatch/combine ops in decode"),
+])
+def test_emulated_fused_comm_op_missing_is_reported(tmp_path, toggle, removed, line):
+    events = parse_chrome_trace(_emulated_without(tmp_path, removed))
+
+    assert mismatches(check_plan(events, EMULATED_PLAN, "npu")) == [line]
+
+
+def test_emulated_fused_comm_ops_under_an_off_plan_are_reported():
+    plan = {**EMULATED_PLAN, "mm_all_reduce": "off", "moe_dispatch_combine": "inactive"}
+
+    lines = mismatches(check_plan(parse_chrome_trace(require(EMULATED)), plan, "npu"))
+
+    # 4 row-parallel prefill projections (3 GDN out_proj, 1 o_proj); dispatch + combine in 4 layers x 2 steps
+    assert lines == ["mm_all_reduce off, but 4 fused matmul+all_reduce ops",
+                     "moe_dispatch_combine off, but 16 MC2 dispatch/combine ops"]
