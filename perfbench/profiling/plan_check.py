@@ -78,16 +78,20 @@ def _amount(count: float) -> str:
     return f"{count:,.0f}" if count == int(count) else f"{count:,.1f}"
 
 
-def check_plan(events: pd.DataFrame, states: Mapping[str, str], device: str) -> list[ToggleCheck]:
-    """Every toggle of `states` (name -> on/off/inactive) checked against its signature on `device`."""
+def check_plan(events: pd.DataFrame, states: Mapping[str, str], device: str,
+               variants: Mapping[str, str] | None = None) -> list[ToggleCheck]:
+    """Every toggle of `states` (name -> on/off/inactive) checked against its signature on `device`, or on the
+    plan variant `variants` names for it (chunk_gdr: "cuda_torch" without fla, "cpu_eager" without a C++
+    compiler), whose kernels differ from the device's default."""
     check_events(events)
     kind = device.split(":", 1)[0].lower()
     results = []
     for toggle, state in states.items():
-        signature = SIGNATURES.get(toggle, {}).get(kind)
+        signature = SIGNATURES.get(toggle, {}).get((variants or {}).get(toggle) or kind)
         label = "on" if state == "on" else "off"
         if signature is None:
-            results.append(ToggleCheck(toggle, state, None, f"{toggle}: no trace signature on {kind}"))
+            where = (variants or {}).get(toggle) or kind
+            results.append(ToggleCheck(toggle, state, None, f"{toggle}: no trace signature on {where}"))
             continue
         expectations = signature.on if state == "on" else signature.off
         broken, unchecked = [], []

@@ -84,8 +84,25 @@ _NPU_MM_ALL_REDUCE = r"matmul_?all_?reduce|mm_all_reduce"
 _STATIC_DISPATCH_CPU = r"^aten::one_hot$"
 _COUNT_EXCHANGE_CPU = r"^aten::bincount$"
 _CUDA_FLASH = r"flash|fmha|scaled_dot_product|efficient_attention|cutlass.*attention"
+# CUDA kernel names as an H200 trace shows them (tests/fixtures/cuda_traces): inductor names its fused rotary
+# kernel after the ops it fuses (triton_poi_fused_..._neg_...), eager rotate_half runs ATen's neg kernel;
+# F.rms_norm is ATen's vectorized_layer_norm_kernel in its RMS form; fla's chunked delta rule and ATen's
+# grouped GEMM (CUTLASS GroupProblemShape, prepare_grouped_gemm_data) are named for what they do.
+_CUDA_INDUCTOR_ROPE = r"^triton_.*neg"
+_CUDA_EAGER_NEG = r"neg_kernel"
+_CUDA_RMSNORM = r"layer_norm_kernel"
+_CUDA_FLA_GDR = r"chunk_gated_delta_rule|chunk_fwd_kernel_o|recompute_w_u_fwd"
+_CUDA_GROUPED_GEMM = r"GroupProblemShape|grouped_gemm"
 _CUDA_GRAPH_LAUNCH = r"cudaGraphLaunch"
 
+_CHUNK_GDR_CPU = Signature(
+    on=(present("chunked (triangular solve) delta rule ops in prefill GDN scopes", _TRIANGULAR_SOLVE, "gdn",
+                phase="prefill"),),
+    off=(absent("chunked (triangular solve) delta rule ops in prefill GDN scopes", _TRIANGULAR_SOLVE, "gdn",
+                phase="prefill"),))
+
+# device -> signature; a plan variant with its own kernels (Plan.gdr_variant) has its own key: CPU without a C++
+# compiler ("cpu_eager") runs the same chunked torch ops eagerly, so the triangular solve shows all the same.
 SIGNATURES: dict[str, dict[str, Signature]] = {
     "fused_attention": {
         "cpu": Signature(
@@ -108,6 +125,9 @@ SIGNATURES: dict[str, dict[str, Signature]] = {
             on=(present("compiled RMSNorm graphs in norm scopes", COMPILED_GRAPH, "norm"),
                 absent("eager pow/rsqrt ops in norm scopes", _EAGER_RMSNORM, "norm")),
             off=(present("eager pow/rsqrt ops in norm scopes", _EAGER_RMSNORM, "norm"),)),
+        "cuda": Signature(
+            on=(present("fused RMSNorm kernels in norm scopes", _CUDA_RMSNORM, "norm"),),
+            off=(absent("fused RMSNorm kernels in norm scopes", _CUDA_RMSNORM, "norm"),)),
         "npu": Signature(
             on=(present("RmsNorm kernels in norm scopes", _NPU_RMSNORM, "norm"),),
             off=(absent("RmsNorm kernels in norm scopes", _NPU_RMSNORM, "norm"),)),
@@ -116,22 +136,33 @@ SIGNATURES: dict[str, dict[str, Signature]] = {
         "cpu": Signature(
             on=(absent("rotate_half neg ops in attention scopes", _ROTATE_HALF, "attn"),),
             off=(present("rotate_half neg ops in attention scopes", _ROTATE_HALF, "attn"),)),
+        "cuda": Signature(
+            on=(present("inductor rotary kernels in attention scopes", _CUDA_INDUCTOR_ROPE, "attn"),
+                absent("eager neg kernels in attention scopes", _CUDA_EAGER_NEG, "attn")),
+            off=(present("eager neg kernels in attention scopes", _CUDA_EAGER_NEG, "attn"),)),
         "npu": Signature(
             on=(present("rotary kernels in attention scopes", _NPU_ROPE, "attn"),),
             off=(absent("rotary kernels in attention scopes", _NPU_ROPE, "attn"),)),
     },
     "chunk_gdr": {
-        "cpu": Signature(
-            on=(present("chunked (triangular solve) delta rule ops in prefill GDN scopes", _TRIANGULAR_SOLVE,
-                        "gdn", phase="prefill"),),
-            off=(absent("chunked (triangular solve) delta rule ops in prefill GDN scopes", _TRIANGULAR_SOLVE,
-                        "gdn", phase="prefill"),)),
+        "cpu": _CHUNK_GDR_CPU,
+        "cpu_eager": _CHUNK_GDR_CPU,
+        # the plan's fla variant; without fla (variant "cuda_torch") chunk_gdr runs chunked torch ops whose
+        # CUDA kernels no trace has shown yet, so that variant has no signature
+        "cuda": Signature(
+            on=(present("fla chunked delta-rule kernels in prefill GDN scopes", _CUDA_FLA_GDR, "gdn",
+                        phase="prefill"),),
+            off=(absent("fla chunked delta-rule kernels in prefill GDN scopes", _CUDA_FLA_GDR, "gdn",
+                        phase="prefill"),)),
     },
     "grouped_moe": {
         "cpu": Signature(
             on=(present("grouped-matmul ops in prefill MoE scopes", _GROUPED_MM_CPU, "moe", phase="prefill"),),
             off=(absent("grouped-matmul ops in MoE scopes", _GROUPED_MM_CPU, "moe"),
                  present("per-expert selection (nonzero) ops in MoE scopes", _EXPERT_LOOP_CPU, "moe"))),
+        "cuda": Signature(
+            on=(present("grouped-GEMM kernels in prefill MoE scopes", _CUDA_GROUPED_GEMM, "moe", phase="prefill"),),
+            off=(absent("grouped-GEMM kernels in MoE scopes", _CUDA_GROUPED_GEMM, "moe"),)),
         "npu": Signature(
             on=(present("grouped-matmul kernels in MoE scopes", _NPU_GMM, "moe"),),
             off=(absent("grouped-matmul kernels in MoE scopes", _NPU_GMM, "moe"),)),
@@ -159,6 +190,12 @@ SIGNATURES: dict[str, dict[str, Signature]] = {
                             "prefill", at_most=3, per="layer"),),
             off=(Expectation("linear ops in a prefill attention/GDN layer", _LINEAR, ("attn", "gdn"),
                              "prefill", at_least=4, per="layer"),)),
+        # the same host ops; a CUDA trace has device rows, so the host side is named
+        "cuda": Signature(
+            on=(Expectation("linear ops in a prefill attention/GDN layer", _LINEAR, ("attn", "gdn"),
+                            "prefill", side="host", at_most=3, per="layer"),),
+            off=(Expectation("linear ops in a prefill attention/GDN layer", _LINEAR, ("attn", "gdn"),
+                             "prefill", side="host", at_least=4, per="layer"),)),
     },
     "graph_mode": {
         "cpu": Signature(
@@ -174,3 +211,4 @@ SIGNATURES: dict[str, dict[str, Signature]] = {
                              per="step"),)),
     },
 }
+

@@ -357,7 +357,8 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             record["roofline_error"] = roofline_error
         states = {name: decision.state for name, decision in model.plan.decisions.items()}
         # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
-        checks = check_plan(events, states, model.plan.device)
+        variants = {"chunk_gdr": model.plan.gdr_variant} if model.plan.gdr_variant else None
+        checks = check_plan(events, states, model.plan.device, variants)
         record["plan_check"] = [c.to_dict() for c in checks]
         record["plan_mismatches"] = mismatches(checks)
         if multi_rank:

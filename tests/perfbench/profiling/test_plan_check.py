@@ -160,3 +160,44 @@ def test_emulated_fused_comm_ops_under_an_off_plan_are_reported():
     # 4 row-parallel prefill projections (3 GDN out_proj, 1 o_proj); dispatch + combine in 4 layers x 2 steps
     assert lines == ["mm_all_reduce off, but 4 fused matmul+all_reduce ops",
                      "moe_dispatch_combine off, but 16 MC2 dispatch/combine ops"]
+
+
+CUDA_TRACES = FIXTURES / "cuda_traces"  # recorded on an H200, tests/fixtures/SOURCES.md
+# chunk_gdr's own on/off pair, and the toggles both traces ran on (the others are inactive on one GPU)
+CUDA_CHECKED = {"fused_rope", "fused_attention", "fused_rmsnorm", "chunk_gdr", "merged_projections", "grouped_moe",
+                "graph_mode"}
+
+
+def _cuda(trace: str) -> tuple[object, dict[str, str]]:
+    plans = json.loads(require(CUDA_TRACES / "plans.json").read_text())
+    return parse_chrome_trace(require(CUDA_TRACES / trace)), plans[trace]
+
+
+@pytest.mark.parametrize("trace", ["eager_gdr_off.json.gz", "eager_gdr_on.json.gz"])
+def test_recorded_cuda_traces_match_their_plans(trace):
+    events, plan = _cuda(trace)
+
+    results = {r.toggle: r for r in check_plan(events, plan, "cuda")}
+
+    assert mismatches(list(results.values())) == []
+    assert {t for t, r in results.items() if r.ok is True} == CUDA_CHECKED
+
+
+def test_cuda_signatures_tell_on_from_off():
+    """Each trace contradicts the plan with every checked eager toggle flipped: the CUDA kernels tell each
+    toggle's two implementations apart."""
+    for trace in ("eager_gdr_off.json.gz", "eager_gdr_on.json.gz"):
+        events, plan = _cuda(trace)
+        flipped = {t: ("off" if s == "on" else "on") if t in CUDA_CHECKED - {"graph_mode"} else s
+                   for t, s in plan.items()}
+
+        assert {r.toggle for r in check_plan(events, flipped, "cuda") if r.ok is False} == CUDA_CHECKED - {
+            "graph_mode"}
+
+
+def test_chunk_gdr_without_fla_has_no_cuda_signature():
+    events, plan = _cuda("eager_gdr_off.json.gz")
+
+    (result,) = check_plan(events, {"chunk_gdr": "on"}, "cuda", {"chunk_gdr": "cuda_torch"})
+
+    assert result.ok is None and result.line == "chunk_gdr: no trace signature on cuda_torch"
