@@ -46,13 +46,10 @@ class Qwen3_5MoeSharedExpert(nn.Module):
 
 class Qwen3_5MoeExperts(nn.Module):
     """Routed experts' weights: gate/up merged as [E, 2I, H] (w13) or separate [E, I, H] each; down
-    [E, H, I]. E and I are this rank's (local experts under EP, an intermediate block under MoE TP).
-
-    `in_major` (from the op set) stores each expert's matrix transposed in memory ([E, H, 2I] and [E, I, H]
-    contiguous) behind the same logical shapes: the layout the bound experts op reads fastest."""
+    [E, H, I]. E and I are this rank's (local experts under EP, an intermediate block under MoE TP)."""
 
     def __init__(self, num_experts: int, hidden: int, intermediate: int, merged: bool, dtype: torch.dtype,
-                 device: torch.device | str, first_expert: int = 0, in_major: bool = False) -> None:
+                 device: torch.device | str, first_expert: int = 0) -> None:
         super().__init__()
         self.num_experts = num_experts
         self.intermediate = intermediate
@@ -60,16 +57,10 @@ class Qwen3_5MoeExperts(nn.Module):
         self.merged = merged
         i = intermediate
         shapes = [(num_experts, 2 * i, hidden)] if merged else [(num_experts, i, hidden)] * 2
-
-        def weight(e: int, out_features: int, in_features: int) -> nn.Parameter:
-            if in_major:
-                w = torch.empty(e, in_features, out_features, dtype=dtype, device=device).transpose(1, 2)
-            else:
-                w = torch.empty(e, out_features, in_features, dtype=dtype, device=device)
-            return nn.Parameter(w, requires_grad=False)
-
-        self.gate_up = nn.ParameterList(weight(*s) for s in shapes)
-        self.down = weight(num_experts, hidden, intermediate)
+        self.gate_up = nn.ParameterList(
+            nn.Parameter(torch.empty(s, dtype=dtype, device=device), requires_grad=False) for s in shapes)
+        self.down = nn.Parameter(torch.empty(num_experts, hidden, intermediate, dtype=dtype, device=device),
+                                 requires_grad=False)
 
     def slots(self, prefix: str) -> dict[str, Slot]:
         """Per-expert checkpoint keys (weights.py expands fused on-disk expert tensors to these)."""
@@ -105,7 +96,7 @@ class Qwen3_5MoeSparseMoeBlock(nn.Module):
         self.gates = ops.projections(h, {"gate": config.num_experts, "shared_expert_gate": 1}, dtype, device)
         self.experts = Qwen3_5MoeExperts(sizes.num_experts, h, sizes.moe_intermediate,
                                          merged=self.gates.merged, dtype=dtype, device=device,
-                                         first_expert=sizes.first_expert, in_major=ops.experts_in_major)
+                                         first_expert=sizes.first_expert)
         self.shared_expert = Qwen3_5MoeSharedExpert(h, sizes.shared_intermediate, ops, dtype, device,
                                                     groups.shared_tp)
 

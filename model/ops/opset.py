@@ -36,9 +36,6 @@ class OpSet:
     moe_ep_decode: Callable[..., torch.Tensor]
     projections: Callable[..., Projections]  # (in_features, {part: out}, dtype, device) -> Projections
     compile_decode: Callable[..., Any]  # (fn, cache_dir | None) -> fn
-    # Routed-expert weights stored transposed per expert ([E, H, 2I], [E, I, H] in memory, logical shapes
-    # unchanged): torch._grouped_mm's CPU kernel then reads each expert's matrix contiguously
-    experts_in_major: bool = False
     # KV cache lengths are rounded up to a multiple of this: the paged TND attention reads whole blocks
     kv_cache_multiple: int = 1
 
@@ -96,7 +93,6 @@ def build_ops(plan: Plan) -> OpSet:
         projections=partial(_projections, merged=on("merged_projections")),
         compile_decode=graph.graph_compiler(d, plan.exe_mode, tnd) if on("graph_mode") else graph.eager,
         kv_cache_multiple=attention.NPU_BLOCK_SIZE if tnd else 1,
-        experts_in_major=d == "cpu" and on("grouped_moe"),
     )
 
 
