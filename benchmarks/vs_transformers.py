@@ -6,9 +6,9 @@
 Candidates: HF eager, HF torch.compile (fp32 only unless --hf-compile-all), ours all-off, ours with the best
 plan for this device (every toggle requested; graph_mode compiles the decode step). Each rep runs every
 candidate once (A B C D A B C D ...): a 512-token prefill, then `steps` greedy decode steps; reported are the
-median prefill time and the median per-step decode time over reps, and ratios to HF as the median of the
-per-rep ratios (each rep runs all candidates back to back). The greedy tokens of our
-best plan are checked against HF eager in fp32.
+median prefill time and the median per-step decode time over reps, and ratios to HF eager and HF compile
+(prefill and decode) as the median of the per-rep ratios (each rep runs all candidates back to back); the
+output names the CPU model. The greedy tokens of our best plan are checked against HF eager in fp32.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from _timing import table  # noqa: E402
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
 from model.config import PRESETS  # noqa: E402
 from perfbench.analysis import stats  # noqa: E402
+from perfbench.run.environment import cpu_model  # noqa: E402
 from tests.hf_reference import build_hf_model, save_hf_checkpoint  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -113,14 +114,16 @@ def bench_case(preset: str, dtype_name: str, batch: int, args: argparse.Namespac
         # shared machine hits both sides of a ratio instead of whichever candidate it happened to overlap.
         return stats.median([a / b for a, b in zip(samples[name], samples[base], strict=True)])
 
+    def vs_compile(samples: dict[str, list[float]], name: str) -> str:
+        return f"{paired(samples, name, 'HF compile'):.2f}x" if "HF compile" in samples else "-"
+
     for name in runners:
         p = stats.median(prefill[name])
         d = stats.median(decode[name])
         same = "-" if name == "HF eager" else ("yes" if tokens[name] == tokens["HF eager"] else "no")
-        vs_compile = f"{paired(decode, name, 'HF compile'):.2f}x" if "HF compile" in decode else "-"
         rows.append([preset, dtype_name, batch, name, f"{p * 1e3:.1f}", f"{paired(prefill, name, 'HF eager'):.2f}x",
-                     f"{d * 1e3:.2f}", f"{paired(decode, name, 'HF eager'):.2f}x", vs_compile,
-                     f"{first[name]:.1f}", same])
+                     vs_compile(prefill, name), f"{d * 1e3:.2f}", f"{paired(decode, name, 'HF eager'):.2f}x",
+                     vs_compile(decode, name), f"{first[name]:.1f}", same])
     return rows
 
 
@@ -143,13 +146,13 @@ def main() -> None:
             for batch in map(int, args.batches.split(",")):
                 rows += bench_case(args.preset, dtype_name, batch, args, folder)
                 print(table(rows[-4:], HEADER), flush=True)
-    print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads; prompt {args.prompt}, {args.steps} decode "
-          f"steps, median of {args.reps} alternating reps")
+    print(f"\n{cpu_model()}; torch {torch.__version__}, {torch.get_num_threads()} threads; prompt {args.prompt}, "
+          f"{args.steps} decode steps, median of {args.reps} alternating reps")
     print(table(rows, HEADER))
 
 
-HEADER = ["preset", "dtype", "B", "candidate", "prefill ms", "vs HF eager", "decode ms/step", "vs HF eager",
-          "vs HF compile", "1st run s", "tokens = HF eager"]
+HEADER = ["preset", "dtype", "B", "candidate", "prefill ms", "vs HF eager", "vs HF compile", "decode ms/step",
+          "vs HF eager", "vs HF compile", "1st run s", "tokens = HF eager"]
 
 if __name__ == "__main__":
     main()
