@@ -32,10 +32,9 @@ from torch._dynamo.utils import counters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _timing import interleaved, median_ms, table  # noqa: E402
+from _timing import generation_runner, interleaved, median_ms, table  # noqa: E402
 
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
-from model.backend import synchronize  # noqa: E402
 from model.config import PRESETS, load_config  # noqa: E402
 from model.ops.gdn import GDR_PREFILL, gdr_prefill_ref  # noqa: E402
 from model.toggles import TOGGLE_NAMES  # noqa: E402
@@ -103,32 +102,6 @@ def check_gdr(cfg, reps: int, failures: list[str]) -> list[list[str]]:
     return rows
 
 
-def model_runner(model: Qwen3_5MoeForCausalLM, prompt: torch.Tensor, steps: int
-                 ) -> Callable[[], tuple[float, list[float], list[int]]]:
-    b, t = prompt.shape
-    lens = torch.full((b,), t, dtype=torch.long, device=DEVICE)
-    cache = model.new_cache(b, t + steps + 1)
-
-    def run() -> tuple[float, list[float], list[int]]:
-        cache.reset()
-        synchronize(DEVICE)
-        t0 = time.perf_counter()
-        logits = model.prefill(prompt, lens, cache)
-        synchronize(DEVICE)
-        prefill = time.perf_counter() - t0
-        tok = logits.argmax(-1)
-        tokens, step_s = [int(tok[0])], []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            logits = model.decode_step(tok, cache)
-            tok = logits.argmax(-1)
-            synchronize(DEVICE)
-            step_s.append(time.perf_counter() - t0)
-            tokens.append(int(tok[0]))
-        return prefill, step_s, tokens
-    return run
-
-
 PLANS = {
     "all off": "none",
     "all but graph_mode": {name: name != "graph_mode" for name in TOGGLE_NAMES},
@@ -149,7 +122,7 @@ def check_model(preset: str, layers: int, prompt_len: int, steps: int, batches: 
     for batch in batches:
         prompt = torch.randint(0, vocab, (batch, prompt_len), generator=torch.Generator().manual_seed(batch)
                                ).to(DEVICE)
-        runners = {label: model_runner(model, prompt, steps) for label, model in models.items()}
+        runners = {label: generation_runner(model, prompt, steps) for label, model in models.items()}
         first = {}
         for label, run in runners.items():
             t0 = time.perf_counter()
@@ -214,7 +187,7 @@ def check_hf_parity(steps: int, failures: list[str]) -> str:
     prompt = torch.randint(0, cfg.vocab_size, (1, 200), generator=torch.Generator().manual_seed(5)).to(DEVICE)
     with torch.inference_mode():
         hf_tokens = hf.generate(prompt, max_new_tokens=steps, do_sample=False)[0, 200:].tolist()
-    our_tokens = model_runner(ours, prompt, steps - 1)()[2]
+    our_tokens = generation_runner(ours, prompt, steps - 1)()[2]
     on = [n for n, d in ours.plan.decisions.items() if d.on]
     if hf_tokens != our_tokens:
         n = sum(a == b for a, b in zip(hf_tokens, our_tokens))

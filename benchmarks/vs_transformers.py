@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _timing import table  # noqa: E402
+from _timing import generation_runner, table  # noqa: E402
 
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
 from model.config import PRESETS  # noqa: E402
@@ -56,29 +56,6 @@ def hf_runner(model, prompt: torch.Tensor, steps: int) -> Callable[[], tuple[flo
     return run
 
 
-def our_runner(model: Qwen3_5MoeForCausalLM, prompt: torch.Tensor, steps: int
-               ) -> Callable[[], tuple[float, list[float], list[int]]]:
-    b, t = prompt.shape
-    lens = torch.full((b,), t, dtype=torch.long)
-    cache = model.new_cache(b, t + steps + 1)
-
-    def run() -> tuple[float, list[float], list[int]]:
-        cache.reset()
-        t0 = time.perf_counter()
-        logits = model.prefill(prompt, lens, cache)
-        prefill = time.perf_counter() - t0
-        tok = logits.argmax(-1)
-        tokens, step_s = [int(tok[0])], []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            logits = model.decode_step(tok, cache)
-            tok = logits.argmax(-1)
-            step_s.append(time.perf_counter() - t0)
-            tokens.append(int(tok[0]))
-        return prefill, step_s, tokens
-    return run
-
-
 def bench_case(preset: str, dtype_name: str, batch: int, args: argparse.Namespace, folder: Path) -> list[list[str]]:
     dtype = DTYPES[dtype_name]
     from transformers import Qwen3_5MoeForCausalLM as HFModel
@@ -92,7 +69,7 @@ def bench_case(preset: str, dtype_name: str, batch: int, args: argparse.Namespac
         runners["HF compile"] = hf_runner(hf_c, prompt, args.steps)
     for name, opt in (("ours all-off", "none"), ("ours best", "all")):
         ours = Qwen3_5MoeForCausalLM.from_pretrained(str(folder), dtype=dtype, optimizations=opt)
-        runners[name] = our_runner(ours, prompt, args.steps)
+        runners[name] = generation_runner(ours, prompt, args.steps)
     first: dict[str, float] = {}
     for name, run in runners.items():  # warm-up (and compile) each once
         t0 = time.perf_counter()
