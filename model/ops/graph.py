@@ -44,11 +44,14 @@ def compile_cuda(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
         torch._inductor.config.fx_graph_cache = True
     compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
+    marked: list[Qwen3_5MoeCache] = []  # the cache last marked: a decode step only checks its identity
 
     @functools.wraps(fn)
     def step(tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
-        for t in cache.tensors():
-            torch._dynamo.mark_static_address(t)
+        if not marked or marked[0] is not cache:
+            for t in cache.tensors():
+                torch._dynamo.mark_static_address(t)
+            marked[:] = [cache]
         return compiled(tokens, cache)
 
     return step

@@ -36,3 +36,7 @@ def test_cuda_graph_step_marks_every_cache_tensor_static(monkeypatch: pytest.Mon
     assert len(tensors) == 2 * len(cfg.layer_types) + 1
     assert all(getattr(t, "_dynamo_static_input_type", None) == "unguarded" for t in tensors)
     assert torch.equal(graph_cache.kv_lens, torch.tensor([3, 3]))
+    # a new cache (other addresses) is marked too
+    other = Qwen3_5MoeCache.allocate(cfg, 2, 8, torch.float32, "cpu")
+    step(tokens, other)
+    assert all(getattr(t, "_dynamo_static_input_type", None) == "unguarded" for t in other.tensors())
