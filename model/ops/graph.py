@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,14 +45,16 @@ def compile_cuda(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
         torch._inductor.config.fx_graph_cache = True
     compiled = torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
-    marked: list[Qwen3_5MoeCache] = []  # the cache last marked: a decode step only checks its identity
+    # the cache last marked, held weakly (it must not keep a dropped cache's memory): a decode step only checks
+    # its identity
+    marked: list[weakref.ref[Qwen3_5MoeCache]] = []
 
     @functools.wraps(fn)
     def step(tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
-        if not marked or marked[0] is not cache:
+        if not marked or marked[0]() is not cache:
             for t in cache.tensors():
                 torch._dynamo.mark_static_address(t)
-            marked[:] = [cache]
+            marked[:] = [weakref.ref(cache)]
         return compiled(tokens, cache)
 
     return step
