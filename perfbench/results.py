@@ -37,7 +37,8 @@ SUMMARY_KEYS = (
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
     "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
     "host_other_cores", "host_steal_cores", "host_spare_cores", "host_loadavg_1m", "host_cpus", "host_cpu_mhz_min",
-    "host_cpu_mhz_max", "host_mem_pressure_avg10", "host_mem_available_frac", "iterations", "compile_cache_warm",
+    "host_cpu_mhz_max", "host_mem_pressure_avg10", "host_mem_available_frac", "host_speed_change", "iterations",
+    "compile_cache_warm",
 )
 
 CSV_COLUMNS = (
@@ -47,7 +48,8 @@ CSV_COLUMNS = (
     "ttft_ms_median", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_median", "tpot_ms_p90", "tpot_ms_p99",
     "prefill_tok_s", "decode_tok_s", "compile_s", "compile_warm_s", "first_ttft_ms", "peak_mem_mb",
     "host_other_cores", "host_steal_cores", "host_spare_cores", "host_loadavg_1m", "host_cpus", "host_cpu_mhz_min",
-    "host_cpu_mhz_max", "host_mem_pressure_avg10", "host_mem_available_frac", "iterations", "compile_cache_warm",
+    "host_cpu_mhz_max", "host_mem_pressure_avg10", "host_mem_available_frac", "host_speed_change", "iterations",
+    "compile_cache_warm",
     "stop_reason", "stable", "unstable_reason", "round", "combination",
     "max_abs_logit_diff",
     "tokens_match", "decode_ops_per_step", "moe_imbalance_prefill", "moe_imbalance_decode", "wall_s",

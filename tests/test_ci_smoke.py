@@ -33,6 +33,9 @@ def test_smoke_scenario_runs_and_passes_the_gate(tmp_path):
         assert r["numerics"]["tokens_match"] is True
         # the first (warm-up) prefill, which builds any compiled CPU kernels, is reported apart
         assert r["summary"]["first_ttft_ms"] > 0
+        # the host-speed probe ran once before each timed iteration
+        assert len(r["samples"]["host_probe_ms"]) == len(r["samples"]["ttft_ms"]) == 5
+        assert r["summary"]["host_speed_change"] >= 0
     summary = tmp_path / "gate.md"
     gate = subprocess.run([sys.executable, "-m", "perfbench.cli", "gate",
                            "--baseline", str(ROOT / "baselines/ci_smoke"), "--current", str(out),

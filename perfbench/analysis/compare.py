@@ -13,6 +13,10 @@ Process-to-process variation: results of interleaved rounds are merged per combi
 or more each), the per-round medians are the samples tested (the round is the unit). With fewer rounds, the
 pooled iteration samples are tested, and a change inside the metric's run-to-run band
 (perfbench/analysis/noise_band.py) is "no significant change".
+
+Unstable data decide nothing: when either run was judged unstable (perfbench/run/stability.py: noisy samples,
+a busy machine, a host that changed speed), the change is reported with its ratio and CI but never called
+significant, as the gate's timing checks are INCONCLUSIVE on the same data.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from perfbench.analysis.attribution import higher_is_better
 from perfbench.analysis.effect import effect
 from perfbench.analysis.rounds import merge_rounds, round_samples, tested_samples
 from perfbench.results import RunResult, WorkloadShape
+from perfbench.run.stability import contended
 
 ALPHA = 0.05
 CI_LEVEL = 0.95
@@ -46,6 +51,7 @@ class MetricChange:
     significant: bool | None
     basis: str = "iterations"  # "rounds": per-round medians tested; "iterations": iteration samples + band
     in_band: bool = False  # inside the run-to-run band (only checked on the "iterations" basis)
+    undecided: str = ""  # why the data cannot decide (a run judged unstable); "" when they can
 
     @property
     def ratio(self) -> float:
@@ -83,8 +89,9 @@ def _pair_change(metric: str, a: RunResult, b: RunResult,
     if higher_is_better(metric):  # throughput ~ 1 / latency
         lo, hi = 1.0 / hi, 1.0 / lo
     in_band = basis == "iterations" and noise_band.inside(metric, value_b / value_a, bands)
-    significant = change.significant and bool(change.ci_excludes_one) and not in_band
-    return MetricChange(metric, value_a, value_b, lo, hi, change.p_value, significant, basis, in_band)
+    undecided = contended(a, b)
+    significant = change.significant and bool(change.ci_excludes_one) and not in_band and not undecided
+    return MetricChange(metric, value_a, value_b, lo, hi, change.p_value, significant, basis, in_band, undecided)
 
 
 @dataclass

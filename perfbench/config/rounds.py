@@ -3,6 +3,9 @@
 A slow drift of the machine (thermal, a neighbour starting) then spreads over all combinations instead of
 landing on whichever ran last, and each round is a separate process per combination: the unit that carries
 process-to-process variation. With one round the plan is unchanged (run ids too).
+
+Only the first round takes the profiled iteration: a combination's merged result reports that round's trace
+(perfbench/analysis/rounds.py), so profiling the others would cost their time and show nowhere.
 """
 
 from __future__ import annotations
@@ -24,6 +27,6 @@ def interleave(runs: list[PlannedRun], rounds: int, seed: int) -> list[PlannedRu
         rng.shuffle(order)
         for planned in order:
             spec = dataclasses.replace(planned.spec, run_id=f"{planned.spec.run_id}-r{k}", round=k, rounds=rounds,
-                                       combination=planned.spec.run_id)
+                                       combination=planned.spec.run_id, profile=planned.spec.profile and k == 1)
             out.append(dataclasses.replace(planned, spec=spec))
     return out

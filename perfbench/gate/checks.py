@@ -27,7 +27,7 @@ from perfbench.gate.rules import (
     TracePlanRule,
 )
 from perfbench.results import RunResult
-from perfbench.run.host_load import contention
+from perfbench.run.stability import contended
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 # A timing check whose evidence cannot decide: the effect is within the noise, or the machine was contended.
@@ -384,15 +384,3 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
                            f"{ratio:.2f}x, CI spans the bound {' and '.join(straddled)}: not decided ({values})",
                            details)
     return CheckResult(PASS, "ratio", name, pair_id, f"{ratio:.2f}x {bounds} ({values})", details)
-
-
-def contended(*runs: RunResult) -> str:
-    """Why the timings of these runs cannot decide ("" when they can): a run judged unstable
-    (perfbench/run/stability.py: noisy samples or a busy machine), or, for a record without a verdict, a busy
-    machine."""
-    def why(r: RunResult) -> str:
-        if r.is_stable() is False:
-            return f"unstable ({r.stability.get('reason') or 'no reason recorded'})"
-        return contention(r.summary)
-
-    return "; ".join(f"{r.run_id}: {reason}" for r in runs if (reason := why(r)))

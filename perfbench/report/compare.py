@@ -36,7 +36,8 @@ def _rows(matches: list[Match], bands: dict[str, float] | None = None) -> list[d
         for c in m.changes(bands):
             rows.append({**base, "metric": c.metric, "a": c.a, "b": c.b, "ratio": c.ratio, "ci_lo": c.ci_low,
                          "ci_hi": c.ci_high, "p_value": c.p_value,
-                         "change": c.verdict + (" (inside the run-to-run band)" if c.in_band else ""),
+                         "change": c.verdict + (" (inside the run-to-run band)" if c.in_band else "")
+                         + (" (unstable data: not decided)" if c.undecided else ""),
                          "direction": c.direction if c.significant else "", "basis": c.basis,
                          "stable": _stable_text(m)})
     return rows

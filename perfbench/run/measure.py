@@ -12,10 +12,11 @@ Protocol (one process per run):
    (TTFT) and every decode step, each bounded by device synchronization; the model forward only (argmax and
    input building are outside the timer). The output length is pinned (no EOS) and checked. One sample per
    iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
-   kept apart for distribution plots. Host signals around the timing feed the stability verdict
-   (perfbench/run/stability.py).
+   kept apart for distribution plots. Host signals around the timing, and a fixed CPU kernel timed before
+   each iteration (perfbench/run/host_probe.py), feed the stability verdict (perfbench/run/stability.py).
 4. One untimed iteration with the MoE routing counts on (per layer, phase and expert; summed over the EP
-   group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record.
+   group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record. In an
+   interleaved sweep only round 1 counts (and profiles): a combination's merged result reports round 1's.
 5. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
    layer/module scopes; its trace is parsed into tables.
 """
@@ -45,6 +46,7 @@ from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load, stability
 from perfbench.run.cluster import is_result_writer
+from perfbench.run.host_probe import HostProbe, speed_change
 from perfbench.run.stopping import StoppingRule
 
 if TYPE_CHECKING:
@@ -245,11 +247,16 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     tpot_steps_ms: list[float] = []
     last = None
     rule = stopping_rule(spec)
+    # the host's own speed between iterations, where the model's kernels run on the CPU (host_probe.py)
+    probe = HostProbe(spec.seed) if model.device.type == "cpu" else None
+    probe_ms: list[float] = []
     signals_before = stability.read_signals()
     before = host_load.snapshot()
     timing_start = time.perf_counter()
     stop_reason = None
     while stop_reason is None:
+        if probe is not None:
+            probe_ms.append(probe())
         last = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=reference is not None)
         ttft_ms.append(last.ttft_s * 1e3)
         if last.step_s:
@@ -260,7 +267,8 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     synchronize(caps.device)
     run_threads = _run_threads(caps.device)
     load = host_load.host_load(before, host_load.snapshot(), run_threads=run_threads)
-    result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tpot_steps_ms": tpot_steps_ms}
+    result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tpot_steps_ms": tpot_steps_ms,
+                      **({"host_probe_ms": probe_ms} if probe_ms else {})}
     result.stop_reason = stop_reason
     result.summary = summarize(ttft_ms, tpot_ms, workload)
     result.summary["iterations"] = float(len(ttft_ms))
@@ -269,6 +277,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     result.summary["compile_warm_s"] = compile_warm_s
     result.summary["first_ttft_ms"] = first_ttft_ms
     result.summary["peak_mem_mb"] = peak_memory_mb(caps.device)
+    result.summary["host_speed_change"] = speed_change(probe_ms)
     if load is not None:
         result.summary.update(load.as_summary())
     result.summary.update(stability.signals_summary(signals_before, stability.read_signals(), run_threads))
@@ -282,7 +291,8 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         result.numerics = {"max_abs_logit_diff": diff,
                            "tokens_match": bool(torch.equal(logits.argmax(-1), reference.argmax(-1))),
                            "reference": "all toggles off, same weights, same process"}
-    result.expert_load = expert_load(model, ids, seq_lens, cache, workload)
+    if spec.round <= 1:  # a combination's merged result reports round 1's load (analysis/rounds.py)
+        result.expert_load = expert_load(model, ids, seq_lens, cache, workload)
     if spec.profile:
         result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
     result.wall_s = time.perf_counter() - t0

@@ -88,6 +88,18 @@ def test_compare_tests_round_medians_and_the_band_with_one_round():
     assert next(c for c in match.changes({"ttft_ms_median": 0.01}) if c.metric == "ttft_ms_median").significant
 
 
+def test_compare_decides_nothing_on_unstable_data():
+    # four rounds a side, 1.5x slower: significant when both sides are stable (above); one unstable round in B
+    # makes B's merged verdict unstable, and the same change is then reported but not called significant
+    a = [_result("x", k, 4, [100.0 + k] * 5, [10.0] * 5) for k in (1, 2, 3, 4)]
+    b = [_result("x", k, 4, [150.0 + k] * 5, [10.0] * 5, stable=k != 3) for k in (1, 2, 3, 4)]
+    (match,), _, _ = match_runs(a, b)
+    ttft = next(c for c in match.changes() if c.metric == "ttft_ms_median")
+    assert ttft.ratio == pytest.approx(152.5 / 102.5) and not ttft.significant
+    assert "unstable" in ttft.undecided and "round 3: noisy" in ttft.undecided
+    assert ttft.verdict.startswith("~ ")
+
+
 def test_band_parsing_names_what_is_wrong():
     assert noise_band.parse_band("tpot_ms_median=0.05") == ("tpot_ms_median", 0.05)
     for bad, why in (("tpot=0.1", "METRIC=FRACTION"), ("tpot_ms_median=x", "not a number"),

@@ -28,6 +28,9 @@ NEW_TOKENS = 3
 def two_rank_scenario(tmp_path: Path) -> Path:
     doc = {"parallel_config": TP2,
            "perfbench": {"device": "cpu", "model": "tiny", "num_layers": 1,
+                         # all off: no inductor-compiled CPU kernels, so a rank spends its time on the launch
+                         "toggles": dict.fromkeys(["fused_rope", "fused_attention", "fused_rmsnorm", "chunk_gdr",
+                                                   "merged_projections", "grouped_moe"], False),
                          "workload": {"batch_sizes": [1], "input_lens": [8], "output_len": 2},
                          "measure": {"warmup": 0, "iterations": 1, "profile": False, "timeout_s": 300}}}
     path = tmp_path / "two_ranks.yaml"

@@ -40,7 +40,7 @@ def ray_address():
     cluster.shutdown()
 
 
-def sweep_scenario(tmp_path: Path, runs: list[dict], timeout_s: float = 90, name: str = "ray_sweep") -> Path:
+def sweep_scenario(tmp_path: Path, runs: list[dict], timeout_s: float = 60, name: str = "ray_sweep") -> Path:
     off = ["fused_rope", "fused_attention", "fused_rmsnorm", "chunk_gdr", "merged_projections", "grouped_moe"]
     doc = {"perfbench": {"name": name, "device": "cpu", "model": "tiny", "num_layers": 1,
                          "toggles": dict.fromkeys(off, False),
@@ -52,7 +52,8 @@ def sweep_scenario(tmp_path: Path, runs: list[dict], timeout_s: float = 90, name
     return path
 
 
-OK_RUNS = [{}, {"fused_rmsnorm": True}]
+# toggles without inductor-compiled CPU kernels: a run is process start + a tiny model, no compile
+OK_RUNS = [{}, {"merged_projections": True}]
 FAULT_RUNS = [{"fused_rope": True, "env": {worker.FAULT_ENV: "raise"}},
               {"chunk_gdr": True, "env": {worker.FAULT_ENV: "hang"}}]
 
@@ -103,10 +104,10 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
     assert "injected fault" in (failed.error or "")
     assert all(r.env["executor"] == "ray" for r in got.values())
 
-    # the runs overlap in time: two nodes run two at a time (start times are whole seconds, hence the margin)
+    # the runs overlap in time: two nodes run two at a time, so a run starts while the hanging one still runs
+    # (start times are whole seconds, hence the one-second margins)
     windows = sorted(window(r) for r in got.values())
-    overlaps = [min(a[1], b[1]) - max(a[0], b[0]) for i, a in enumerate(windows) for b in windows[i + 1:]]
-    assert max(overlaps) > 2.0, windows
+    assert any(a[0] + 1.0 < b[0] < a[1] - 1.0 for i, a in enumerate(windows) for b in windows[i + 1:]), windows
 
     assert run_scenario(str(sweep_scenario(tmp_path, OK_RUNS)), str(local_out), [], dry_run=False, resume=False,
                         report=False) == 0
@@ -135,7 +136,7 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
 
 @pytest.mark.slow
 def test_killed_ray_driver_resumes_with_the_same_run_ids(ray_address, tmp_path):
-    runs = [{}, {"fused_rmsnorm": True}, {"fused_rope": True}]
+    runs = [{}, {"merged_projections": True}, {"grouped_moe": True}]
     path = sweep_scenario(tmp_path, runs, timeout_s=120, name="ray_resume")
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR.absolute()), "OMP_NUM_THREADS": "1"}
