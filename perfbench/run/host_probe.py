@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 
-SIZE = 192  # a [SIZE, SIZE] fp32 matmul: a few hundred microseconds, inside the L2 cache of any x86 core
+from perfbench.analysis import stats
+
+SIZE = 192  # a [SIZE, SIZE] fp32 matmul: operands small enough to stay in a core's cache
 MATMULS = 4
 REPEATS = 3
 
@@ -47,5 +48,5 @@ def speed_change(probe_ms: list[float]) -> float | None:
     percentile of the probe times, minus one (0.25: a quarter slower). None for fewer than 3 readings."""
     if len(probe_ms) < 3:
         return None
-    fast, slow = np.percentile(np.asarray(probe_ms, dtype=float), [10.0, 90.0])
-    return float(slow / fast - 1.0) if fast > 0 else None
+    fast, slow = stats.percentile(probe_ms, 10.0), stats.percentile(probe_ms, 90.0)
+    return slow / fast - 1.0 if fast > 0 else None
