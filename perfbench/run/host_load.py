@@ -30,7 +30,7 @@ class CpuSnapshot:
     wall_s: float
     busy_ticks: int  # all CPUs: user + nice + system + irq + softirq (guest time is inside user)
     steal_ticks: int
-    own_ticks: int  # utime + stime of the processes in this process group
+    own_ticks: int  # CPU time of this process group's processes and of the children they reaped
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,11 @@ def _group_ticks(proc: Path, pgrp: int) -> int:
             continue
         # the command name (field 2) may hold spaces and parentheses: split after its closing ')'
         rest = text[text.rindex(")") + 2:].split()
-        if int(rest[2]) == pgrp:  # rest[0] is field 3 (state); pgrp is field 5, utime/stime fields 14/15
-            total += int(rest[11]) + int(rest[12])
+        # rest[0] is field 3 (state); pgrp is field 5; utime, stime, cutime, cstime are fields 14-17.
+        # A process that ends moves its time into its parent's cutime/cstime when reaped; counting those
+        # keeps the group's total from dropping when one of its processes exits while a run is timed.
+        if int(rest[2]) == pgrp:
+            total += sum(int(v) for v in rest[11:15])
     return total
 
 

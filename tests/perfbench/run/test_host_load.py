@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import time
@@ -50,6 +51,19 @@ def test_the_runs_own_processes_are_not_other(tmp_path):
     spun = spun_after - spun_before
     assert spun > 0
     assert after.own_ticks - before.own_ticks >= spun
+
+
+def test_a_process_of_the_run_that_ends_keeps_its_time(tmp_path):
+    # A rank or helper that exits inside the timed window: once reaped, its CPU time lives in the parent's
+    # counters. The group's total must keep it, not drop below where it started.
+    before, reaped_before = host_load.snapshot(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True)
+    after, reaped_after = host_load.snapshot(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    child_s = (reaped_after.ru_utime + reaped_after.ru_stime) - (reaped_before.ru_utime + reaped_before.ru_stime)
+    assert child_s >= 0.5
+    # one tick of rounding per counter
+    assert after.own_ticks - before.own_ticks >= int(child_s * host_load._ticks_per_s()) - 2
 
 
 def test_arithmetic_and_verdict():
