@@ -5,6 +5,7 @@ Everything here is read once (`detect_capabilities`) and handed to the plan; lay
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -12,6 +13,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -132,12 +134,33 @@ def dist_backend(device: str) -> str:
     return {"npu": "hccl", "cuda": "nccl"}.get(device, "gloo")
 
 
+PROC_SELF = Path("/proc/self")
+
+
+def reset_peak_memory(device: str) -> None:
+    """Start the peak of `peak_memory_mb` afresh (on CPU: Linux's peak RSS, so a process that measures several
+    runs reports each one's own peak; elsewhere on CPU the process's lifetime peak stays)."""
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    elif device == "npu":
+        torch.npu.reset_peak_memory_stats()  # type: ignore[attr-defined]
+    else:
+        with contextlib.suppress(OSError):
+            (PROC_SELF / "clear_refs").write_text("5")  # 5: reset the peak resident set size (VmHWM)
+
+
 def peak_memory_mb(device: str) -> float:
-    """Peak device memory of this process (CPU: peak resident set size)."""
+    """Peak device memory of this process since `reset_peak_memory` (CPU: peak resident set size)."""
     if device == "cuda":
         return torch.cuda.max_memory_allocated() / 2**20
     if device == "npu":
         return torch.npu.max_memory_allocated() / 2**20  # type: ignore[attr-defined]
+    try:
+        for line in (PROC_SELF / "status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

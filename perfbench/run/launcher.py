@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from perfbench.results import RunSpec
 from perfbench.run.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
@@ -96,7 +97,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """While a run is supervised, SIGTERM to the runner unwinds like Ctrl-C so the run's group is stopped."""
     def raise_interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -112,24 +113,44 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def start_in_group(cmd: list[str], env: dict[str, str], log: IO[bytes], cwd: Path | None = None,
+                   stdin: int | IO[bytes] = subprocess.DEVNULL, pass_fds: tuple[int, ...] = ()
+                   ) -> subprocess.Popen[bytes]:
+    """Start `cmd` in its own process group (session), output to `log`, dying with this process."""
+    # NOTE: an interrupt raised while Popen forks can be swallowed (an at-fork hook runs the handler) or
+    # leave a child without a handle; so interrupts wait until the child exists and we hold its pid.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    try:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=stdin, env=env, cwd=cwd,
+                                start_new_session=True, preexec_fn=_child_setup, pass_fds=pass_fds)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a pending interrupt is raised here
+    except BaseException:
+        stop_group(proc)
+        raise
+    return proc
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process's group, SIGKILL after KILL_GRACE_S, and SIGKILL whatever of the group is left."""
+    try:
+        _stop(proc)
+    finally:
+        _signal_group(proc.pid, signal.SIGKILL)  # leftovers: ranks, compile workers
+
+
 def run_process(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
                 cwd: Path | None = None) -> ProcessOutcome:
     """Run `cmd` in its own process group, output to `log_path`; on timeout or interrupt stop the group."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     timed_out = False
-    with open(log_path, "wb") as log, _sigterm_as_interrupt():
-        # NOTE: an interrupt raised while Popen forks can be swallowed (an at-fork hook runs the handler) or
-        # leave a child without a handle; so interrupts wait until the child exists and we hold its pid.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    with open(log_path, "wb") as log, sigterm_as_interrupt():
+        proc = start_in_group(cmd, env, log, cwd)
         try:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, cwd=cwd, start_new_session=True, preexec_fn=_child_setup)
-        except BaseException:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            raise
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a pending interrupt is raised here
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True

@@ -1,6 +1,6 @@
 """Inside one run: build, check numerics against the all-off reference, warm up (compile), time, profile.
 
-Protocol (one process per run):
+Protocol (a process per run, or per round for single-process CPU runs: perfbench/run/reused_worker.py):
 1. Reference: when `numerics_check`, the all-off model with the same weights decodes the workload first; its
    logits are kept and the model is freed (so the measured model's peak memory is not doubled).
 2. Build the measured model; warm-up iterations (untimed) -- the first decode step of a graph_mode plan
@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from model.backend import Capabilities, detect_capabilities, peak_memory_mb, synchronize, timed
+from model.backend import (
+    Capabilities,
+    detect_capabilities,
+    peak_memory_mb,
+    reset_peak_memory,
+    synchronize,
+    timed,
+)
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
@@ -209,8 +216,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         # every rank must decode the reference (collectives), so only single-process runs share a cached one
         shared = run_dir.parent.parent / "reference" if spec.world_size == 1 else None
         reference = reference_logits(spec, caps, make_workload(spec, vocab), shared)
-    if caps.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
+    reset_peak_memory(caps.device)  # the measured model's peak, not the reference's or an earlier run's
     cache_dir = compile_cache_dir(spec, run_dir)
     inductor_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     # the sweep's inductor cache (set by the runner): warm when an earlier run of the sweep filled it

@@ -1,4 +1,5 @@
-"""`perfbench run`: a scenario's runs, each in a fresh process, with timeouts, failure records and resume.
+"""`perfbench run`: a scenario's runs, each in a fresh process (or, for the single-process CPU runs of a round,
+one worker process per round), with timeouts, failure records and resume.
 
 Result folder: scenario.json, results.jsonl + results.csv (rewritten atomically after every run, so an
 interrupted sweep loses nothing already measured), runs/<run_id>/{spec.json, worker.log, result.json, ranks/}.
@@ -31,6 +32,7 @@ from perfbench.run.launcher import (
     tail,
     worker_command,
 )
+from perfbench.run.reused_worker import ReusedWorker, shares_a_worker
 from perfbench.run.summary_table import summary_table
 
 INTERRUPTED_EXIT = 130
@@ -114,9 +116,11 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
 
 
 def execute(planned: PlannedRun, out: Path, env: dict[str, object], launch: NodeLaunch | None = None,
-            base_env: dict[str, str] | None = None, executor: str = "local") -> tuple[RunResult, float]:
-    """One run in a fresh process (torchrun when world_size > 1; node 0's part of a multi-node `launch`):
-    (result, the process's wall seconds). Every executor runs a run through here."""
+            base_env: dict[str, str] | None = None, executor: str = "local",
+            worker: ReusedWorker | None = None) -> tuple[RunResult, float]:
+    """One run in a fresh process (torchrun when world_size > 1; node 0's part of a multi-node `launch`), or in
+    `worker`, the round's process, when the run can share it (reused_worker.py): (result, the run's wall
+    seconds). Every executor runs a run through here."""
     spec = planned.spec
     run_dir = out / "runs" / spec.run_id
     (run_dir / "result.json").unlink(missing_ok=True)  # left by an interrupted attempt
@@ -127,8 +131,11 @@ def execute(planned: PlannedRun, out: Path, env: dict[str, object], launch: Node
     # one inductor cache per sweep: a kernel compiles once (the first run compiles cold, later ones warm)
     env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "compile_cache" / "inductor").absolute()))
     env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
-    outcome = run_process(worker_command(spec, spec_path, run_dir, launch=launch), env_vars, run_dir / "worker.log",
-                          spec.timeout_s)
+    if worker is not None and shares_a_worker(spec, launch):
+        outcome = worker.run(spec_path, run_dir, env_vars, spec.round, spec.timeout_s)
+    else:
+        outcome = run_process(worker_command(spec, spec_path, run_dir, launch=launch), env_vars,
+                              run_dir / "worker.log", spec.timeout_s)
     return classify(planned, outcome, run_dir, started, env), outcome.wall_s
 
 

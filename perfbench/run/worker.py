@@ -1,8 +1,14 @@
-"""One run, in its own process: `python -m perfbench.run.worker --spec <run_dir>/spec.json --out <run_dir>`.
+"""The process that measures runs.
 
-Reads the RunSpec, calls `perfbench.run.measure.measure_run`, and writes `<run_dir>/result.json` atomically
-(local rank 0 of node 0 only under torchrun). An exception becomes a result with status "error" and the
-traceback, exit 1.
+One run: `python -m perfbench.run.worker --spec <run_dir>/spec.json --out <run_dir>` reads the RunSpec, calls
+`perfbench.run.measure.measure_run`, and writes `<run_dir>/result.json` atomically (local rank 0 of node 0 only
+under torchrun). An exception becomes a result with status "error" and the traceback, exit 1.
+
+Several runs, one after another (the CPU runs of one round, perfbench/run/reused_worker.py):
+`python -m perfbench.run.worker --serve --reply-fd N --sweep DIR` reads one JSON line {"spec": ..., "out": ...}
+per run from stdin, sends each run's output to its own `worker.log`, and answers the run's exit code as a line
+on file descriptor N. It ends when stdin closes; a fault that ends the process ends it mid-run, as it would
+end a process of its own.
 
 Fault drills (the test hook for the runner's failure handling): the environment variable PERFBENCH_FAULT makes
 the worker fail on purpose before measuring:
@@ -16,13 +22,16 @@ Under torchrun the value may name ranks: "1:kill" or "0:raise,1:hang" (ranks not
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import gc
 import json
 import os
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
@@ -89,22 +98,75 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     return result
 
 
+def measure_and_record(spec_path: Path, run_dir: Path) -> tuple[RunResult, int]:
+    """Measure the spec in `spec_path` and write run_dir/result.json: (the result, the exit code)."""
+    spec = RunSpec.from_dict(json.loads(spec_path.read_text()))
+    result = run(spec, run_dir)
+    if is_result_writer():
+        atomic_write_json(run_dir / "result.json", result.to_dict())
+    if result.status != "ok":
+        print(f"run {spec.run_id}: {result.status}\n{result.error or ''}", file=sys.stderr)
+        return result, 1
+    return result, 0
+
+
+@contextlib.contextmanager
+def output_to(log_path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so native code's output too) to
+    `log_path` while the block runs."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def serve(reply_fd: int) -> int:
+    """Measure the runs named on stdin, one per line, answering each one's exit code on `reply_fd`."""
+    with os.fdopen(reply_fd, "w", buffering=1) as reply:
+        for number, line in enumerate(sys.stdin, 1):
+            job = json.loads(line)
+            run_dir = Path(job["out"])
+            with output_to(run_dir / "worker.log"):
+                print(f"perfbench worker pid {os.getpid()}: run {number} of this process", flush=True)
+                result, code = measure_and_record(Path(job["spec"]), run_dir)
+            if result.plan.on("graph_mode"):
+                # every graph-mode model compiles its own decode step; dynamo's per-function recompile limit
+                # would otherwise make a later run's graph fall back to eager without notice
+                import torch._dynamo
+
+                torch._dynamo.reset()
+            gc.collect()
+            reply.write(f"{code}\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perfbench.run.worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", required=True, type=Path, help="spec.json written by the runner")
-    parser.add_argument("--out", required=True, type=Path, help="the run's folder (result.json goes here)")
+    parser.add_argument("--spec", type=Path, help="spec.json written by the runner")
+    parser.add_argument("--out", type=Path, help="the run's folder (result.json goes here)")
+    parser.add_argument("--serve", action="store_true", help="measure the runs named on stdin, one per line")
+    parser.add_argument("--reply-fd", type=int, help="with --serve: where each run's exit code is written")
+    parser.add_argument("--sweep", type=Path, help="with --serve: the sweep's folder (shown by ps, not read)")
     args = parser.parse_args(argv)
+    if args.serve != (args.reply_fd is not None) or args.serve == (args.spec is not None and args.out is not None):
+        parser.error("give --spec and --out, or --serve with --reply-fd")
     from perfbench.emulation.npu import activate_from_env  # the runner's --emulate-npu, before the model loads
 
     activate_from_env()
-    spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
-    result = run(spec, args.out)
-    if is_result_writer():
-        atomic_write_json(args.out / "result.json", result.to_dict())
-    if result.status != "ok":
-        print(f"run {spec.run_id}: {result.status}\n{result.error or ''}", file=sys.stderr)
-        return 1
-    return 0
+    if args.serve:
+        return serve(args.reply_fd)
+    return measure_and_record(args.spec, args.out)[1]
 
 
 def _exit(code: int) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from perfbench.config.sweep import PlannedRun
 from perfbench.run.cluster import NodeLaunch
 from perfbench.run.executors.base import Finished
+from perfbench.run.reused_worker import ReusedWorker
 
 
 class LocalExecutor:
@@ -21,7 +22,11 @@ class LocalExecutor:
             announce: Callable[[PlannedRun], None]) -> Iterator[Finished]:
         from perfbench.run.runner import execute  # the runner imports this module
 
-        for planned in runs:
-            announce(planned)
-            result, wall = execute(planned, out, env, launch=self.launch)
-            yield planned, result, wall
+        worker = ReusedWorker(out)  # the CPU runs of a round share a process (perfbench/run/reused_worker.py)
+        try:
+            for planned in runs:
+                announce(planned)
+                result, wall = execute(planned, out, env, launch=self.launch, worker=worker)
+                yield planned, result, wall
+        finally:
+            worker.close()

@@ -1,0 +1,142 @@
+"""One worker process for the CPU runs of a round: the runner hands it run after run.
+
+A run's process spends ~5 s importing torch and perfbench and, for a plan with compiled CPU kernels, several
+seconds tracing them, before it times anything. The single-process CPU runs of one round therefore share a
+worker (`python -m perfbench.run.worker --serve`); each round gets a fresh one, so the round stays the unit
+that carries process-to-process variation, and the per-round random order spreads any order effect inside a
+process over the combinations. Runs under torchrun, on an accelerator (device state, graph pools,
+communicators) or with other environment variables keep a process of their own.
+
+What a process of its own guaranteed still holds: every run has its own worker.log and timeout; a run that
+crashes, hangs or is killed takes the worker with it and is recorded as such, and the next run gets a new worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from perfbench.results import RunSpec
+from perfbench.run.cluster import NodeLaunch
+from perfbench.run.launcher import (
+    KILL_GRACE_S,
+    WORKER_MODULE,
+    ProcessOutcome,
+    ending_signal,
+    sigterm_as_interrupt,
+    start_in_group,
+    stop_group,
+)
+
+
+def shares_a_worker(spec: RunSpec, launch: NodeLaunch | None) -> bool:
+    """Can this run use the round's worker? Single-process CPU runs of a one-node sweep only."""
+    return spec.device == "cpu" and spec.world_size <= 1 and not (launch is not None and launch.multi_node)
+
+
+class ReusedWorker:
+    """The current worker process, started on demand and replaced when a run needs a different one."""
+
+    def __init__(self, sweep_dir: Path, python: str = sys.executable) -> None:
+        self.sweep_dir = sweep_dir
+        self.python = python
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reply: IO[str] | None = None  # the read end of the reply pipe
+        self._key: tuple[object, ...] | None = None
+
+    def command(self, reply_fd: int) -> list[str]:
+        return [self.python, "-m", WORKER_MODULE, "--serve", "--reply-fd", str(reply_fd),
+                "--sweep", str(self.sweep_dir)]
+
+    def run(self, spec_path: Path, run_dir: Path, env: dict[str, str], round_number: int,
+            timeout_s: float) -> ProcessOutcome:
+        """Measure one run in the worker for (`round_number`, `env`), starting that worker if needed."""
+        log_path = run_dir / "worker.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_bytes(b"")  # the worker appends this run's output
+        start = time.monotonic()
+        with sigterm_as_interrupt():
+            try:
+                key = (round_number, tuple(sorted(env.items())))
+                if self._proc is None or key != self._key:
+                    self.close()
+                    self._start(env, log_path)
+                    self._key = key
+                return self._measure(spec_path, run_dir, timeout_s, start)
+            except BaseException:
+                self._kill()
+                raise
+
+    def close(self) -> None:
+        """End the worker: close its stdin (it exits after the run in hand) and stop what is left of it."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=KILL_GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            stop_group(proc)
+            self._close_reply()
+
+    def _start(self, env: dict[str, str], log_path: Path) -> None:
+        read_fd, write_fd = os.pipe()
+        try:
+            with open(log_path, "ab") as log:
+                self._proc = start_in_group(self.command(write_fd), env, log, stdin=subprocess.PIPE,
+                                            pass_fds=(write_fd,))
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)  # the worker holds it: EOF here means the worker is gone
+        self._reply = os.fdopen(read_fd, "r")
+
+    def _measure(self, spec_path: Path, run_dir: Path, timeout_s: float, start: float) -> ProcessOutcome:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and self._reply is not None
+        try:
+            proc.stdin.write((json.dumps({"spec": str(spec_path), "out": str(run_dir)}) + "\n").encode())
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker is gone; its end shows below
+        ready, _, _ = select.select([self._reply], [], [], timeout_s)
+        if not ready:
+            self._kill()
+            return ProcessOutcome(None, True, time.monotonic() - start, None)
+        line = self._reply.readline()
+        if line.strip():
+            return ProcessOutcome(int(line), False, time.monotonic() - start, None)
+        # EOF: the worker ended during the run (a crash, a signal, sys.exit)
+        try:
+            proc.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        rc = proc.returncode
+        self._kill()
+        return ProcessOutcome(rc, False, time.monotonic() - start, ending_signal(rc, run_dir / "worker.log"))
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            stop_group(proc)
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        self._close_reply()
+
+    def _close_reply(self) -> None:
+        reply, self._reply = self._reply, None
+        if reply is not None:
+            reply.close()
