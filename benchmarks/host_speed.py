@@ -5,8 +5,8 @@
 Prints per iteration the TTFT, the TPOT (mean decode step) and the probe of perfbench/run/host_probe.py timed
 just before it; then each series' spread (p90 / p10 - 1) and the rank correlation of the probe with TTFT and
 TPOT. On a quiet machine of its own every spread is a few percent. When the host changes speed under other
-tenants, the model's times and the probe move together: the spreads are large and the correlations positive,
-which is what a run's "the host's speed changed while timing" verdict reports.
+tenants, the model's times and the probe should move together: the spreads large and the correlations
+positive. This is the check a probe must pass before its spread can decide a run's stability verdict.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """Speed-up of a combination over the baseline, with its CI and a verdict a reader can act on.
 
 With interleaved rounds the baseline and the combination are paired by round (measured in the same round,
-minutes apart): the speed-up is the geometric mean of the per-round ratios of medians, its CI a Student-t
-interval on their logarithms (the round is the unit). With one round it is the ratio of medians with a
-bootstrap CI over iterations, and a ratio inside the run-to-run band (perfbench/analysis/noise_band.py) is
-"no significant change" whatever the CI says.
+minutes apart): the speed-up is the geometric mean of the per-round ratios of medians. With `MIN_T_ROUNDS` or
+more rounds its CI is a Student-t interval on their logarithms (the round is the unit). With two rounds that
+interval has one degree of freedom (t = 12.7) and spans orders of magnitude, so the CI comes from the
+iterations instead: a bootstrap that resamples each round's iterations within the round (baseline and
+combination of a round stay paired), and a ratio inside the run-to-run band (perfbench/analysis/noise_band.py)
+is "no significant change", since iterations do not carry the variation between processes. With one round it
+is the ratio of medians with a bootstrap CI over iterations, and the same band.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from perfbench.results import RunResult
 CI_LEVEL = 0.95
 FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no significant change", "unstable"
 SUMMARY_KEY = {"ttft_ms": "ttft_ms_median", "tpot_ms": "tpot_ms_median"}
+MIN_T_ROUNDS = 3  # paired rounds for a Student-t CI on the rounds; fewer: a bootstrap over iterations
 
 
 @dataclass(frozen=True)
@@ -46,17 +50,37 @@ def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def _per_round_ratios(base_rounds: list[RunResult], rounds: list[RunResult], key: str) -> list[float]:
+def round_stratified_ci(pairs: list[tuple[list[float], list[float]]], level: float = CI_LEVEL,
+                        n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Geometric mean over rounds of median(xs) / median(ys), with a percentile-bootstrap CI that resamples
+    each round's xs and ys within that round. Deterministic for a given seed."""
+    rng = np.random.default_rng(seed)
+    boot = np.zeros(n_boot)
+    point = 0.0
+    for xs, ys in pairs:
+        x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+        point += math.log(float(np.median(x)) / float(np.median(y)))
+        bx = np.median(rng.choice(x, size=(n_boot, x.size)), axis=1)
+        by = np.median(rng.choice(y, size=(n_boot, y.size)), axis=1)
+        boot += np.log(bx / by)
+    boot /= len(pairs)
+    low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return math.exp(point / len(pairs)), math.exp(float(low)), math.exp(float(high))
+
+
+def _round_pairs(base_rounds: list[RunResult], rounds: list[RunResult], key: str
+                 ) -> list[tuple[list[float], list[float]]]:
+    """(baseline samples, combination samples) of every round both measured."""
     by_round = {r.spec.round: r for r in base_rounds if r.status == "ok"}
-    ratios = []
+    pairs = []
     for r in rounds:
         b = by_round.get(r.spec.round)
         if r.status != "ok" or b is None:
             continue
         xs, ys = b.finite_samples(key), r.finite_samples(key)
         if xs and ys and stats.median(ys) > 0:
-            ratios.append(stats.median(xs) / stats.median(ys))
-    return ratios
+            pairs.append((xs, ys))
+    return pairs
 
 
 def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
@@ -65,10 +89,15 @@ def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
     round each, or one result each), on the latency samples `key` (ttft_ms, tpot_ms); None without data."""
     unstable = any(r.is_stable() is False for r in (*base_rounds, *rounds))
     if len(rounds) >= 2 and len(base_rounds) >= 2:
-        ratios = _per_round_ratios(base_rounds, rounds, key)
-        if len(ratios) >= 2:
-            value, low, high = paired_ratio_ci(ratios)
-            return Speedup(value, low, high, "rounds", _verdict(low, high, unstable, False), len(ratios))
+        pairs = _round_pairs(base_rounds, rounds, key)
+        if len(pairs) >= MIN_T_ROUNDS:
+            value, low, high = paired_ratio_ci([stats.median(xs) / stats.median(ys) for xs, ys in pairs])
+            return Speedup(value, low, high, "rounds", _verdict(low, high, unstable, False), len(pairs))
+        if len(pairs) == 2 and all(len(xs) >= 2 and len(ys) >= 2 for xs, ys in pairs):
+            value, low, high = round_stratified_ci(pairs, n_boot=1000)
+            in_band = noise_band.inside(SUMMARY_KEY.get(key, key), value, bands)
+            return Speedup(value, low, high, "iterations", _verdict(low, high, unstable, in_band),
+                           sum(len(ys) for _, ys in pairs))
     base = next((r for r in base_rounds if r.status == "ok"), None)
     cur = next((r for r in rounds if r.status == "ok"), None)
     if base is None or cur is None:

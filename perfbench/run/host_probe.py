@@ -4,8 +4,8 @@ A shared VM can change speed by tens of percent from one ten-second stretch to t
 Linux exposes (other processes' CPU time, steal, load average, clock) stays flat: other tenants compete for the
 host's caches and memory bandwidth. The model's timings then spread or jump, and nothing says why. The probe
 times the same small matmul loop before every timed iteration (best of a few repeats, so a single interrupt
-does not count); when its fast and slow readings differ by more than the stability limit, the host itself
-changed speed during the run, and the verdict says so.
+does not count). Its spread is recorded with the run (`host_speed_change`); it is not a stability criterion
+(perfbench/run/stability.py says why).
 
 The probe runs on the CPU with the run's intra-op threads: what the model's CPU kernels see. On an accelerator
 the device's speed is not what it measures, so runs there skip it.

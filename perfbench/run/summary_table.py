@@ -83,6 +83,10 @@ def summary_table(results: list[RunResult]) -> str:
     header = ("plan", f"TTFT ms [{CI_LEVEL:.0%} CI]", "TTFT speed-up", f"TPOT ms [{CI_LEVEL:.0%} CI]",
               "TPOT speed-up", "stable")
     rows = []
+    # baseline first, then by how many toggles a plan switches on (one-at-a-time before combined plans): the
+    # order the runs ran in is a seeded shuffle when there are rounds
+    base_id = base.spec.combination_id if base is not None else None
+    merged.sort(key=lambda r: (r.spec.combination_id != base_id, len(r.plan.effective_on()), plan_label(r)))
     for r in merged:
         if r.status != "ok":
             rows.append((plan_label(r), r.status, "", "", "", ""))

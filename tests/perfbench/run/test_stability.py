@@ -42,6 +42,8 @@ def test_too_few_samples_cannot_be_called_stable():
 def test_a_quiet_machine_gives_no_host_reason():
     assert host_reasons(QUIET) == []
     assert host_reasons({}) == []  # nothing recorded (an old result, or not Linux): no verdict
+    # the host-speed probe's spread is recorded, not judged (stability.py says why)
+    assert host_reasons({**QUIET, "host_speed_change": 0.3}) == []
 
 
 def test_recorded_contention_makes_every_metric_unstable():
@@ -59,7 +61,6 @@ def test_recorded_contention_makes_every_metric_unstable():
     ({"host_mem_pressure_avg10": 25.0}, "tasks stalled on memory 25.0%"),
     ({"host_mem_available_frac": 0.01}, "only 1.0% of memory available"),
     ({"host_steal_cores": 0.5}, "the hypervisor stole 0.50 cores"),
-    ({"host_speed_change": 0.3}, "a fixed CPU kernel timed between iterations ran 30% slower at times"),
 ])
 def test_each_host_criterion_names_its_reason(change, expected):
     assert any(expected in r for r in host_reasons({**QUIET, **change}))
