@@ -218,11 +218,9 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         reference = reference_logits(spec, caps, make_workload(spec, vocab), shared)
     reset_peak_memory(caps.device)  # the measured model's peak, not the reference's or an earlier run's
     cache_dir = compile_cache_dir(spec, run_dir)
-    inductor_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    # the sweep's inductor cache (set by the runner): warm when an earlier run of the sweep filled it
-    cache_warm = (Path(inductor_dir).is_dir() and any(Path(inductor_dir).iterdir())) if inductor_dir else None
-    if cache_dir is not None and cache_dir.is_dir():
-        cache_warm = any(cache_dir.iterdir())
+    # torchair's graph cache (NPU): warm when an earlier round of this combination filled its folder
+    cache_warm = any(cache_dir.iterdir()) if spec.device == "npu" and cache_dir and cache_dir.is_dir() else None
+    inductor_before = _inductor_cache_counts()
     model = build_model(spec, caps, spec.toggles, cache_dir)
     result.plan = RunPlan.of(model.plan)
     check_plan(spec, result.plan)
@@ -241,6 +239,8 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         if i == 0 and model.plan.on("graph_mode") and it.step_s:
             steady = stats.median(it.step_s[1:]) if len(it.step_s) > 1 else 0.0
             compile_s = it.step_s[0] - steady
+    if spec.device != "npu":
+        cache_warm = _inductor_cache_warm(inductor_before, _inductor_cache_counts())
     compile_warm_s = None
     if compile_s is not None and spec.enable_cache_compile:
         model.reset_graph()
@@ -303,6 +303,22 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _inductor_cache_counts() -> tuple[int, int]:
+    """(hits, misses) of inductor's FX-graph cache so far in this process."""
+    from torch._dynamo.utils import counters  # noqa: PLC0415
+
+    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+
+
+def _inductor_cache_warm(before: tuple[int, int], after: tuple[int, int]) -> bool | None:
+    """Did every graph inductor compiled during the warm-up come from the cache? None when none compiled (no
+    compiled kernel in the plan, or this process had compiled them for an earlier run)."""
+    hits, misses = after[0] - before[0], after[1] - before[1]
+    if misses:
+        return False
+    return True if hits else None
 
 
 COUNTED = "one untimed iteration after timing (each timed iteration routes the same greedy workload)"

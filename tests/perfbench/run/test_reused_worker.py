@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import textwrap
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from perfbench.results import RunSpec
+from perfbench.results import RunSpec, load_results
 from perfbench.run import worker
 from perfbench.run.cluster import NodeLaunch
 from perfbench.run.launcher import PROJECT_DIR, child_env
 from perfbench.run.reused_worker import ReusedWorker, shares_a_worker
+from perfbench.run.runner import run_scenario
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups and /proc")
 
@@ -132,3 +134,24 @@ def test_the_real_worker_serves_runs_and_survives_a_failed_one(tmp_path):
     assert len(pids) == 1
     results = [json.loads((tmp_path / n / "result.json").read_text()) for n in ("a", "b")]
     assert [r["status"] for r in results] == ["error", "error"]
+
+
+@pytest.mark.slow
+def test_a_sweep_shares_a_worker_per_round_and_its_compile_cache_across_rounds(tmp_path):
+    # Round 1 compiles fused_rmsnorm's kernels into the sweep's cache (a miss); round 2, a new process, finds
+    # them there (a hit). Inside a round both combinations run in the same process.
+    doc = {"perfbench": {"device": "cpu", "model": "tiny", "num_layers": 1, "seed": 0,
+                         "workload": {"batch_sizes": [1], "input_lens": [16], "output_len": 2},
+                         "measure": {"warmup": 1, "iterations": 2, "profile": False, "numerics_check": False},
+                         "sweep": {"design": "explicit", "rounds": 2, "runs": [{}, {"fused_rmsnorm": True}]}}}
+    path = tmp_path / "two_rounds.yaml"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    assert run_scenario(str(path), str(out), [], dry_run=False, resume=False, report=False) == 0
+    results = load_results(out)
+    pid = {r.run_id: re.search(r"worker pid (\d+)", (out / "runs" / r.run_id / "worker.log").read_text())[1]
+           for r in results}
+    by_round = {k: {pid[r.run_id] for r in results if r.spec.round == k} for k in (1, 2)}
+    assert all(len(pids) == 1 for pids in by_round.values()) and by_round[1] != by_round[2]
+    warm = {r.spec.round: r.summary["compile_cache_warm"] for r in results if r.spec.toggles.get("fused_rmsnorm")}
+    assert warm == {1: 0.0, 2: 1.0}
