@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from model.tracing import scope_name
-from perfbench.profiling.chrome import parse_chrome_trace
-from perfbench.profiling.tables import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from model.tracing import scope_name  # noqa: E402
+from perfbench.profiling.chrome import parse_chrome_trace  # noqa: E402
+from perfbench.profiling.tables import (  # noqa: E402
     compute_vs_communication,
     op_counts_per_decode_step,
     per_category,
