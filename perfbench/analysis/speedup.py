@@ -3,10 +3,11 @@
 With interleaved rounds the baseline and the combination are paired by round (measured in the same round,
 minutes apart): the speed-up is the geometric mean of the per-round ratios of medians. With `MIN_T_ROUNDS` or
 more rounds its CI is a Student-t interval on their logarithms (the round is the unit). With two rounds that
-interval has one degree of freedom (t = 12.7) and spans orders of magnitude, so the CI comes from the
-iterations instead: a bootstrap that resamples each round's iterations within the round (baseline and
-combination of a round stay paired), and a ratio inside the run-to-run band (perfbench/analysis/noise_band.py)
-is "no significant change", since iterations do not carry the variation between processes. With one round it
+interval has one degree of freedom (t = 12.7) and spans orders of magnitude, so the CI comes from a
+two-stage bootstrap instead: draw the rounds with replacement, then resample each drawn round's iterations
+within the round (baseline and combination of a round stay paired). It spans at least the two rounds' ratios
+when they disagree, but two rounds cannot show all the variation between processes, so a ratio inside the
+run-to-run band (perfbench/analysis/noise_band.py) is "no significant change". With one round it
 is the ratio of medians with a bootstrap CI over iterations, and the same band.
 """
 
@@ -52,18 +53,21 @@ def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float
 
 def round_stratified_ci(pairs: list[tuple[list[float], list[float]]], level: float = CI_LEVEL,
                         n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Geometric mean over rounds of median(xs) / median(ys), with a percentile-bootstrap CI that resamples
-    each round's xs and ys within that round. Deterministic for a given seed."""
+    """Geometric mean over rounds of median(xs) / median(ys), with a two-stage percentile-bootstrap CI: each
+    replicate draws the rounds with replacement, then resamples each drawn round's xs and ys within that
+    round. Rounds that disagree widen the CI (the variation between processes shows), and so do noisy
+    iterations. Deterministic for a given seed."""
     rng = np.random.default_rng(seed)
-    boot = np.zeros(n_boot)
+    per_round = np.empty((len(pairs), n_boot))  # each round's resampled log ratio, per replicate
     point = 0.0
-    for xs, ys in pairs:
+    for i, (xs, ys) in enumerate(pairs):
         x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
         point += math.log(float(np.median(x)) / float(np.median(y)))
         bx = np.median(rng.choice(x, size=(n_boot, x.size)), axis=1)
         by = np.median(rng.choice(y, size=(n_boot, y.size)), axis=1)
-        boot += np.log(bx / by)
-    boot /= len(pairs)
+        per_round[i] = np.log(bx / by)
+    drawn = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
+    boot = per_round[drawn, np.arange(n_boot)[:, None]].mean(axis=1)
     low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return math.exp(point / len(pairs)), math.exp(float(low)), math.exp(float(high))
 
