@@ -34,6 +34,8 @@ from perfbench.run.launcher import (
     stop_group,
 )
 
+POLL_S = 1.0  # how often a run in flight checks that its worker is still alive
+
 
 def shares_a_worker(spec: RunSpec, launch: NodeLaunch | None) -> bool:
     """Can this run use the round's worker? Single-process CPU runs of a one-node sweep only."""
@@ -109,14 +111,24 @@ class ReusedWorker:
             proc.stdin.flush()
         except BrokenPipeError:
             pass  # the worker is gone; its end shows below
-        ready, _, _ = select.select([self._reply], [], [], timeout_s)
-        if not ready:
-            self._kill()
-            return ProcessOutcome(None, True, time.monotonic() - start, None)
-        line = self._reply.readline()
+        deadline = start + timeout_s
+        line = ""
+        while True:
+            # Polled rather than waiting for EOF alone: a child the worker forked may still hold the reply
+            # pipe's write end after the worker itself has died.
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill()
+                return ProcessOutcome(None, True, time.monotonic() - start, None)
+            ready, _, _ = select.select([self._reply], [], [], min(remaining, POLL_S))
+            if ready:
+                line = self._reply.readline()
+                break
+            if proc.poll() is not None:
+                break
         if line.strip():
             return ProcessOutcome(int(line), False, time.monotonic() - start, None)
-        # EOF: the worker ended during the run (a crash, a signal, sys.exit)
+        # EOF, or the worker is gone: it ended during the run (a crash, a signal, sys.exit)
         try:
             proc.wait(timeout=KILL_GRACE_S)
         except subprocess.TimeoutExpired:

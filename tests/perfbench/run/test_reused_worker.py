@@ -24,12 +24,15 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups 
 
 # A stand-in for `perfbench.run.worker --serve` that follows its protocol: the spec file says what to do.
 FAKE_WORKER = textwrap.dedent("""
-    import json, os, sys, time
+    import json, os, subprocess, sys, time
     reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     for line in sys.stdin:
         job = json.loads(line)
         action = open(job["spec"]).read()
         if action == "kill":
+            os.kill(os.getpid(), 9)
+        if action == "kill, a child keeping the reply pipe":
+            subprocess.Popen(["sleep", "60"], pass_fds=(reply.fileno(),))
             os.kill(os.getpid(), 9)
         if action == "hang":
             time.sleep(3600)
@@ -89,6 +92,16 @@ def test_a_killed_run_is_recorded_and_the_next_run_gets_a_fresh_worker(tmp_path)
     assert first.returncode == 0 and after.returncode == 0
     assert killed.signal == signal.SIGKILL and not killed.timed_out
     assert pid_of(tmp_path / "a") != pid_of(tmp_path / "c")
+
+
+def test_a_worker_that_dies_is_seen_though_its_child_holds_the_reply_pipe(tmp_path):
+    # no EOF on the reply pipe while the child lives: the runner must notice the worker's death anyway
+    pool = FakeWorker(tmp_path)
+    try:
+        killed = pool.run(*job(tmp_path, "a", "kill, a child keeping the reply pipe"), dict(os.environ), 1, 30)
+    finally:
+        pool.close()
+    assert killed.signal == signal.SIGKILL and not killed.timed_out and killed.wall_s < 15
 
 
 def test_a_hanging_run_times_out_and_its_worker_is_stopped(tmp_path):
