@@ -40,9 +40,6 @@ MAX_FREQ_SPREAD = 0.10  # (max - min) / max of the mean CPU clock sampled before
 MAX_MEM_PRESSURE = 10.0  # percent of the last 10 s some task stalled on memory
 MIN_MEM_AVAILABLE = 0.05  # share of MemTotal
 CI_LEVEL = 0.95
-# the summary keys the host signals are recorded under
-HOST_SIGNAL_KEYS = ("host_loadavg_1m", "host_cpus", "host_cpu_mhz_min", "host_cpu_mhz_max",
-                    "host_mem_pressure_avg10", "host_mem_available_frac", "host_speed_change")
 
 PROC = Path("/proc")
 SYS_CPU = Path("/sys/devices/system/cpu")
