@@ -14,8 +14,8 @@ or more each), the per-round medians are the samples tested (the round is the un
 pooled iteration samples are tested, and a change inside the metric's run-to-run band
 (perfbench/analysis/noise_band.py) is "no significant change".
 
-Unstable data decide nothing: when either run was judged unstable (perfbench/run/stability.py: noisy samples,
-a busy machine, a host that changed speed), the change is reported with its ratio and CI but never called
+Unstable data decide nothing: when either run was judged unstable (perfbench/run/stability.py: noisy samples or
+a busy machine), the change is reported with its ratio and CI but never called
 significant, as the gate's timing checks are INCONCLUSIVE on the same data.
 """
 

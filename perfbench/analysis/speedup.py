@@ -25,19 +25,20 @@ from perfbench.results import RunResult
 CI_LEVEL = 0.95
 FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no significant change", "unstable"
 SUMMARY_KEY = {"ttft_ms": "ttft_ms_median", "tpot_ms": "tpot_ms_median"}
-MIN_T_ROUNDS = 3  # paired rounds for a Student-t CI on the rounds; fewer: a bootstrap over iterations
+MIN_T_ROUNDS = 3  # paired rounds for a Student-t CI on the rounds; two: a two-stage bootstrap
 
 
 @dataclass(frozen=True)
 class Speedup:
-    """baseline / combination of a latency: > 1 is faster. low/high: the CI; basis: "rounds"/"iterations"."""
+    """baseline / combination of a latency: > 1 is faster. low/high: the CI; basis: what the CI resamples:
+    "rounds" (t interval), "rounds and iterations" (two rounds, two-stage bootstrap) or "iterations"."""
 
     value: float
     low: float
     high: float
     basis: str
     verdict: str
-    n: int  # rounds or iterations behind it
+    n: int  # rounds behind it ("rounds"), else iterations
 
     def text(self) -> str:
         return f"{self.value:.2f}x [{self.low:.2f}, {self.high:.2f}] {self.verdict}"
@@ -51,7 +52,7 @@ def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def round_stratified_ci(pairs: list[tuple[list[float], list[float]]], level: float = CI_LEVEL,
+def two_stage_ratio_ci(pairs: list[tuple[list[float], list[float]]], level: float = CI_LEVEL,
                         n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """Geometric mean over rounds of median(xs) / median(ys), with a two-stage percentile-bootstrap CI: each
     replicate draws the rounds with replacement, then resamples each drawn round's xs and ys within that
@@ -98,9 +99,9 @@ def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
             value, low, high = paired_ratio_ci([stats.median(xs) / stats.median(ys) for xs, ys in pairs])
             return Speedup(value, low, high, "rounds", _verdict(low, high, unstable, False), len(pairs))
         if len(pairs) == 2 and all(len(xs) >= 2 and len(ys) >= 2 for xs, ys in pairs):
-            value, low, high = round_stratified_ci(pairs, n_boot=1000)
+            value, low, high = two_stage_ratio_ci(pairs, n_boot=1000)
             in_band = noise_band.inside(SUMMARY_KEY.get(key, key), value, bands)
-            return Speedup(value, low, high, "iterations", _verdict(low, high, unstable, in_band),
+            return Speedup(value, low, high, "rounds and iterations", _verdict(low, high, unstable, in_band),
                            sum(len(ys) for _, ys in pairs))
     base = next((r for r in base_rounds if r.status == "ok"), None)
     cur = next((r for r in rounds if r.status == "ok"), None)

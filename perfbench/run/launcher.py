@@ -154,12 +154,8 @@ def run_process(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: 
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _stop(proc)
-        except BaseException:
-            _stop(proc)
-            raise
         finally:
-            _signal_group(proc.pid, signal.SIGKILL)  # leftovers: ranks, compile workers
+            stop_group(proc)  # on timeout or interrupt the run itself; always its leftovers (ranks, compile workers)
     wall = time.monotonic() - start
     rc = proc.returncode
     return ProcessOutcome(rc, timed_out, wall, None if timed_out else ending_signal(rc, log_path))

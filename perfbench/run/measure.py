@@ -12,8 +12,9 @@ Protocol (a process per run, or per round for single-process CPU runs: perfbench
    (TTFT) and every decode step, each bounded by device synchronization; the model forward only (argmax and
    input building are outside the timer). The output length is pinned (no EOS) and checked. One sample per
    iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
-   kept apart for distribution plots. Host signals around the timing, and a fixed CPU kernel timed before
-   each iteration (perfbench/run/host_probe.py), feed the stability verdict (perfbench/run/stability.py).
+   kept apart for distribution plots. Host signals around the timing feed the stability verdict
+   (perfbench/run/stability.py); a fixed CPU kernel timed before each iteration (perfbench/run/host_probe.py)
+   is recorded beside them.
 4. One untimed iteration with the MoE routing counts on (per layer, phase and expert; summed over the EP
    group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record. In an
    interleaved sweep only round 1 counts (and profiles): a combination's merged result reports round 1's.

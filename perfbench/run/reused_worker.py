@@ -13,6 +13,7 @@ crashes, hangs or is killed takes the worker with it and is recorded as such, an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -76,19 +77,14 @@ class ReusedWorker:
                 raise
 
     def close(self) -> None:
-        """End the worker: close its stdin (it exits after the run in hand) and stop what is left of it."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            proc.wait(timeout=KILL_GRACE_S)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        finally:
-            stop_group(proc)
-            self._close_reply()
+        """End the worker: close its stdin (it exits after the run in hand), then stop what is left of it."""
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                proc.wait(timeout=KILL_GRACE_S)
+        self._kill()
 
     def _start(self, env: dict[str, str], log_path: Path) -> None:
         read_fd, write_fd = os.pipe()
@@ -138,17 +134,13 @@ class ReusedWorker:
         return ProcessOutcome(rc, False, time.monotonic() - start, ending_signal(rc, run_dir / "worker.log"))
 
     def _kill(self) -> None:
+        """Stop the worker's process group and drop both pipes."""
         proc, self._proc = self._proc, None
+        reply, self._reply = self._reply, None
         if proc is not None:
             stop_group(proc)
             if proc.stdin is not None:
-                try:
+                with contextlib.suppress(OSError):
                     proc.stdin.close()
-                except OSError:
-                    pass
-        self._close_reply()
-
-    def _close_reply(self) -> None:
-        reply, self._reply = self._reply, None
         if reply is not None:
             reply.close()

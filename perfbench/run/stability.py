@@ -133,9 +133,8 @@ def run_stability(summary: dict[str, float | None], samples: dict[str, list[floa
 
 
 def contended(*runs: RunResult) -> str:
-    """Why the timings of these runs cannot decide ("" when they can): a run judged unstable
-    (perfbench/run/stability.py: noisy samples or a busy machine), or, for a record without a verdict, a busy
-    machine."""
+    """Why the timings of these runs cannot decide ("" when they can): a run judged unstable (noisy samples or
+    a busy machine), or, for a record without a verdict, a busy machine."""
     def why(r: RunResult) -> str:
         if r.is_stable() is False:
             return f"unstable ({r.stability.get('reason') or 'no reason recorded'})"

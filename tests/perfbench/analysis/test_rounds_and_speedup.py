@@ -61,7 +61,7 @@ def test_two_rounds_take_the_ci_from_a_two_stage_bootstrap():
     base = [_result("base", k, 2, [t] * 4, [t] * 4) for k, t in ((1, 20.0), (2, 30.0))]
     plan = [_result("plan", k, 2, [t] * 4, [t] * 4) for k, t in ((1, 10.0), (2, 12.0))]
     got = speedup(base, plan, "tpot_ms")
-    assert got.basis == "iterations" and got.n == 8
+    assert got.basis == "rounds and iterations" and got.n == 8
     assert got.value == pytest.approx(math.sqrt(2.0 * 2.5))
     assert (got.low, got.high) == (pytest.approx(2.0), pytest.approx(2.5))
     assert got.verdict == FASTER
