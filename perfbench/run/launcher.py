@@ -148,7 +148,8 @@ def run_process(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     timed_out = False
-    with open(log_path, "wb") as log, sigterm_as_interrupt():
+    # SIGTERM unwinds from before the log exists: whoever sees the run start may stop it at once
+    with sigterm_as_interrupt(), open(log_path, "wb") as log:
         proc = start_in_group(cmd, env, log, cwd)
         try:
             proc.wait(timeout=timeout_s)

@@ -62,9 +62,10 @@ class ReusedWorker:
         """Measure one run in the worker for (`round_number`, `env`), starting that worker if needed."""
         log_path = run_dir / "worker.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_bytes(b"")  # the worker appends this run's output
         start = time.monotonic()
+        # SIGTERM unwinds from before the log exists: whoever sees the run start may stop it at once
         with sigterm_as_interrupt():
+            log_path.write_bytes(b"")  # the worker appends this run's output
             try:
                 key = (round_number, tuple(sorted(env.items())))
                 if self._proc is None or key != self._key:
