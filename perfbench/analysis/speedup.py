@@ -9,6 +9,9 @@ within the round (baseline and combination of a round stay paired). It spans at 
 when they disagree, but two rounds cannot show all the variation between processes, so a ratio inside the
 run-to-run band (perfbench/analysis/noise_band.py) is "no significant change". With one round it
 is the ratio of medians with a bootstrap CI over iterations, and the same band.
+
+The verdict is "unstable" when a run behind it was judged unstable, or when a round's baseline and combination
+were timed while the host ran at different speeds (perfbench/run/stability.py `host_speed_differs`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from scipy import stats as scipy_stats
 
 from perfbench.analysis import noise_band, stats
 from perfbench.results import RunResult
+from perfbench.run.stability import host_speed_differs
 
 CI_LEVEL = 0.95
 FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no significant change", "unstable"
@@ -73,26 +77,34 @@ def two_stage_ratio_ci(pairs: list[tuple[list[float], list[float]]], level: floa
     return math.exp(point / len(pairs)), math.exp(float(low)), math.exp(float(high))
 
 
+def _paired_runs(base_rounds: list[RunResult], rounds: list[RunResult]) -> list[tuple[RunResult, RunResult]]:
+    """(baseline, combination) of every round both measured."""
+    by_round = {r.spec.round: r for r in base_rounds if r.status == "ok"}
+    return [(by_round[r.spec.round], r) for r in rounds if r.status == "ok" and r.spec.round in by_round]
+
+
 def _round_pairs(base_rounds: list[RunResult], rounds: list[RunResult], key: str
                  ) -> list[tuple[list[float], list[float]]]:
     """(baseline samples, combination samples) of every round both measured."""
-    by_round = {r.spec.round: r for r in base_rounds if r.status == "ok"}
     pairs = []
-    for r in rounds:
-        b = by_round.get(r.spec.round)
-        if r.status != "ok" or b is None:
-            continue
+    for b, r in _paired_runs(base_rounds, rounds):
         xs, ys = b.finite_samples(key), r.finite_samples(key)
         if xs and ys and stats.median(ys) > 0:
             pairs.append((xs, ys))
     return pairs
 
 
+def host_speed_reasons(base_rounds: list[RunResult], rounds: list[RunResult]) -> list[str]:
+    """For each round whose baseline and combination ran while the host ran at different speeds, why."""
+    return [why for b, r in _paired_runs(base_rounds, rounds) if (why := host_speed_differs(b, r))]
+
+
 def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
             bands: dict[str, float] | None = None) -> Speedup | None:
     """Speed-up of the combination measured by `rounds` over the baseline `base_rounds` (one result per
     round each, or one result each), on the latency samples `key` (ttft_ms, tpot_ms); None without data."""
-    unstable = any(r.is_stable() is False for r in (*base_rounds, *rounds))
+    unstable = (any(r.is_stable() is False for r in (*base_rounds, *rounds))
+                or bool(host_speed_reasons(base_rounds, rounds)))
     if len(rounds) >= 2 and len(base_rounds) >= 2:
         pairs = _round_pairs(base_rounds, rounds, key)
         if len(pairs) >= MIN_T_ROUNDS:

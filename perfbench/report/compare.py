@@ -14,6 +14,7 @@ from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_r
 from perfbench.report.page import Section, Text, write_page
 from perfbench.report.table import Column, Table, format_number
 from perfbench.results import RunResult, atomic_write_text, load_folder
+from perfbench.run.stability import host_speed_differs
 
 
 def _status_note(m: Match) -> str:
@@ -37,16 +38,20 @@ def _rows(matches: list[Match], bands: dict[str, float] | None = None) -> list[d
             rows.append({**base, "metric": c.metric, "a": c.a, "b": c.b, "ratio": c.ratio, "ci_lo": c.ci_low,
                          "ci_hi": c.ci_high, "p_value": c.p_value,
                          "change": c.verdict + (" (inside the run-to-run band)" if c.in_band else "")
-                         + (" (unstable data: not decided)" if c.undecided else ""),
+                         + (" (not decided: see stability)" if c.undecided else ""),
                          "direction": c.direction if c.significant else "", "basis": c.basis,
                          "stable": _stable_text(m)})
     return rows
 
 
 def _stable_text(m: Match) -> str:
-    """"" when both sides are stable (or not judged); otherwise which side is not, with its reason."""
-    return "; ".join(f"{side} unstable: {r.stability.get('reason', '')}" for side, r in (("A", m.a), ("B", m.b))
-                     if r.is_stable() is False)
+    """"" when both sides are stable (or not judged) and the host ran at one speed for both; otherwise which
+    side is not stable, with its reason, and the host's change of speed."""
+    reasons = [f"{side} unstable: {r.stability.get('reason', '')}" for side, r in (("A", m.a), ("B", m.b))
+               if r.is_stable() is False]
+    if speed := host_speed_differs(m.a, m.b):
+        reasons.append(speed)
+    return "; ".join(reasons)
 
 
 def _summary_rows(matches: list[Match], bands: dict[str, float] | None = None) -> list[dict[str, Any]]:
@@ -90,7 +95,10 @@ def _terminal(a: Path, b: Path, rows: list[dict[str, Any]], only_a: list[RunResu
                  "round per side, inside the run-to-run band)")
     unstable = sorted({row["run"] for row in rows if row.get("stable")})
     if unstable:
-        lines.append(f"WARNING: unstable runs, their changes are not evidence: {', '.join(unstable)}")
+        lines.append("WARNING: unstable runs, or a host that ran at another speed, their changes are not "
+                     f"evidence: {', '.join(unstable)}")
+        lines += [f"  {row['run']}: {row['stable']}" for row in rows if row.get("stable") and row.get("metric")
+                  == next(iter(COMPARED))]
     for side, runs in (("A", only_a), ("B", only_b)):
         if runs:
             lines.append(f"only in {side}: " + ", ".join(r.run_id for r in runs))

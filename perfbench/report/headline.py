@@ -14,8 +14,8 @@ from perfbench.run.summary_table import baseline_of, plan_label, speedups, warni
 
 def headline_section(results: list[RunResult]) -> Section:
     section = Section("Headline")
-    for warning in warnings(results):
-        section.blocks.append(Text(f"WARNING: {warning}"))
+    for texts in warnings(results).values():
+        section.blocks.extend(Text(f"WARNING: {warning}") for warning in texts)
     merged = merge_rounds(results)
     base = baseline_of(merged)
     if base is None:
@@ -57,5 +57,6 @@ def headline_section(results: list[RunResult]) -> Section:
         "basis 'rounds': baseline and plan paired within each interleaved round, geometric mean of the per-round "
         "ratios with a t interval (the round is the unit); 'iterations': one round, bootstrap CI over "
         "iterations, and a ratio inside the run-to-run band counts as no significant change. 'unstable': a run "
-        "behind it was judged unstable (see its reason); its numbers are not evidence.", note=True))
+        "behind it was judged unstable, or the host ran at another speed for the plan than for the baseline "
+        "(see the warnings); its numbers are not evidence.", note=True))
     return section

@@ -275,7 +275,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     run_threads = _run_threads(caps.device)
     load = host_load.host_load(before, host_load.snapshot(), run_threads=run_threads)
     result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tpot_steps_ms": tpot_steps_ms,
-                      **({"host_probe_ms": probe_ms} if probe_ms else {})}
+                      **({stability.PROBE_SAMPLES: probe_ms} if probe_ms else {})}
     result.stop_reason = stop_reason
     result.summary = summarize(ttft_ms, tpot_ms, workload)
     result.summary["iterations"] = float(len(ttft_ms))

@@ -12,10 +12,11 @@ its metrics is, or when the machine was not quiet while it was timed:
   `MIN_MEM_AVAILABLE` of the memory available (/proc/meminfo).
 Where Linux does not expose a counter, that criterion gives no verdict (never a false alarm).
 
-The host-speed probe's spread (`host_speed_change`, perfbench/run/host_probe.py) is recorded beside these but
-is not a criterion: measured with benchmarks/host_speed.py on a 2-core VM, it spread ~12% on steady runs and
-unsteady ones alike and its rank correlation with the model's times was weak and not significant, so as a
-criterion it flagged nearly every run and told none apart.
+The host-speed probe's spread inside one run (`host_speed_change`, perfbench/run/host_probe.py) is recorded
+beside these but is not a criterion: a few readings per run spread ~12% on steady runs too. Its *level* does
+decide between two runs: `contended(a, b)` also holds a pair whose probe medians differ by more than
+`HOST_SPEED_TOLERANCE` (the host ran at another speed, so their times differ whatever the code did; see
+`host_speed_differs`).
 """
 
 from __future__ import annotations
@@ -37,9 +38,14 @@ MAX_REL_CI = 0.10  # CI width of the median / median
 MAX_OUTLIER_SHARE = 0.2
 OUTLIER_MADS = 5.0  # |x - median| / (1.4826 MAD) beyond this is an outlier
 MAX_FREQ_SPREAD = 0.10  # (max - min) / max of the mean CPU clock sampled before and after timing
+# Probe medians of two runs further apart than this: the host ran at another speed. On the 2-core AMD VM of
+# 2026-12-01 the probe sat at two levels, 0.32 and 0.42 ms (31% apart), while the medians of runs within one
+# level spread up to 10% (benchmarks/host_speed.py --iterations 300; docs/design.md, "Host speed").
+HOST_SPEED_TOLERANCE = 0.15
 MAX_MEM_PRESSURE = 10.0  # percent of the last 10 s some task stalled on memory
 MIN_MEM_AVAILABLE = 0.05  # share of MemTotal
 CI_LEVEL = 0.95
+PROBE_SAMPLES = "host_probe_ms"  # the probe readings of a run (perfbench/run/measure.py)
 
 PROC = Path("/proc")
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -132,15 +138,37 @@ def run_stability(summary: dict[str, float | None], samples: dict[str, list[floa
     return Stability(not reasons, reasons), per_metric
 
 
+def host_speed_differs(a: RunResult, b: RunResult, tolerance: float = HOST_SPEED_TOLERANCE) -> str:
+    """Why two runs' times are not comparable because the host ran at another speed ("" when they are, or when
+    either run has no probe readings: accelerator runs, older records). Compared are the medians of the probe
+    readings taken before each timed iteration."""
+    probe_a, probe_b = a.finite_samples(PROBE_SAMPLES), b.finite_samples(PROBE_SAMPLES)
+    if not probe_a or not probe_b:
+        return ""
+    level_a, level_b = stats.median(probe_a), stats.median(probe_b)
+    if level_a <= 0 or level_b <= 0:
+        return ""
+    ratio = level_b / level_a
+    if 1.0 / (1.0 + tolerance) <= ratio <= 1.0 + tolerance:
+        return ""
+    first, second = ("A", "B") if a.run_id == b.run_id else (a.run_id, b.run_id)
+    return (f"the host ran at another speed: its probe took {level_b:.3g} ms in {second} vs {level_a:.3g} ms in "
+            f"{first} ({ratio:.2f}x, tolerance {tolerance:.0%})")
+
+
 def contended(*runs: RunResult) -> str:
     """Why the timings of these runs cannot decide ("" when they can): a run judged unstable (noisy samples or
-    a busy machine), or, for a record without a verdict, a busy machine."""
+    a busy machine), or, for a record without a verdict, a busy machine; for a pair, also a host that ran at
+    another speed (`host_speed_differs`)."""
     def why(r: RunResult) -> str:
         if r.is_stable() is False:
             return f"unstable ({r.stability.get('reason') or 'no reason recorded'})"
         return contention(r.summary)
 
-    return "; ".join(f"{r.run_id}: {reason}" for r in runs if (reason := why(r)))
+    reasons = [f"{r.run_id}: {reason}" for r in runs if (reason := why(r))]
+    if len(runs) == 2 and (speed := host_speed_differs(*runs)):
+        reasons.append(speed)
+    return "; ".join(reasons)
 
 
 # ---- host signals (read around the timed iterations) ---------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from perfbench.analysis import stats
 from perfbench.analysis.rounds import by_combination, merge_rounds, round_samples
-from perfbench.analysis.speedup import Speedup, speedup
+from perfbench.analysis.speedup import Speedup, host_speed_reasons, speedup
 from perfbench.results import RunResult
 
 CI_LEVEL = 0.95
@@ -54,13 +54,25 @@ def _gain(value: Speedup | None) -> str:
     return "-" if value is None else value.text()
 
 
-def warnings(results: list[RunResult]) -> list[str]:
-    out = []
-    for r in results:
+def warnings(results: list[RunResult]) -> dict[str, list[str]]:
+    """combination id -> why it cannot be trusted: failed, judged unstable, or timed in a round where the host
+    ran at another speed than for the baseline. Combinations without a warning are left out."""
+    out: dict[str, list[str]] = {}
+    merged = merge_rounds(results)
+    for r in merged:
         if r.status != "ok":
-            out.append(f"{r.run_id} ({plan_label(r)}): {r.status}")
+            out.setdefault(r.run_id, []).append(f"{r.run_id} ({plan_label(r)}): {r.status}")
         elif r.is_stable() is False:
-            out.append(f"{r.run_id} ({plan_label(r)}): unstable: {r.stability.get('reason')}")
+            out.setdefault(r.run_id, []).append(f"{r.run_id} ({plan_label(r)}): unstable: "
+                                                f"{r.stability.get('reason')}")
+    base = baseline_of(merged)
+    if base is not None:
+        groups = by_combination(results)
+        base_rounds = groups[base.spec.combination_id]
+        for cid, rounds in groups.items():
+            if cid != base.spec.combination_id and (why := host_speed_reasons(base_rounds, rounds)):
+                out.setdefault(cid, []).append(f"{cid} ({plan_label(rounds[0])}) against the baseline: "
+                                               + "; ".join(why))
     return out
 
 
@@ -105,8 +117,8 @@ def summary_table(results: list[RunResult]) -> str:
     compile_line = compile_summary(results)
     if compile_line:
         lines.append(compile_line)
-    warn = warnings(merged)
+    warn = warnings(results)
     if warn:
         lines.append(f"WARNING: {len(warn)} of {len(merged)} combinations cannot be trusted:")
-        lines += [f"  {w}" for w in warn]
+        lines += [f"  {w}" for texts in warn.values() for w in texts]
     return "\n".join(lines)

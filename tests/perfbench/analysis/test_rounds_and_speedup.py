@@ -54,6 +54,16 @@ def test_speedup_pairs_each_round_with_its_baseline():
     assert speedup(base, plan, "tpot_ms").verdict == UNSTABLE
 
 
+def test_a_round_timed_at_another_host_speed_makes_the_speedup_unstable():
+    base = [_result("base", k, 3, [t] * 3, [t] * 3) for k, t in ((1, 20.0), (2, 30.0), (3, 22.0))]
+    plan = [_result("plan", k, 3, [t] * 3, [t] * 3) for k, t in ((1, 10.0), (2, 12.0), (3, 11.0))]
+    for run in base + plan:
+        run.samples["host_probe_ms"] = [0.32] * 3
+    assert speedup(base, plan, "tpot_ms").verdict == FASTER
+    plan[2].samples["host_probe_ms"] = [0.42] * 3  # round 3's plan ran while the host was 31% slower
+    assert speedup(base, plan, "tpot_ms").verdict == UNSTABLE
+
+
 def test_two_rounds_take_the_ci_from_a_two_stage_bootstrap():
     # Two rounds: a t interval would have one degree of freedom. Steady iterations: every resample of a round
     # gives that round's ratio (20/10, 30/12), so the replicates are the means of two rounds drawn with

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from model.toggles import TOGGLE_NAMES
+from perfbench.analysis.compare import match_runs
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.gate.checks import ratio_pairs
@@ -533,6 +534,27 @@ def test_a_run_judged_unstable_makes_timing_inconclusive() -> None:
     report = evaluate(in_memory([base]), in_memory([cur]), default_rules())
     line = next(c.line() for c in report.checks if c.name == "tpot_ms")
     assert report.exit_code == 3 and line.startswith("INCONCLUSIVE") and "unstable (load average" in line
+
+
+def test_a_host_that_ran_at_another_speed_makes_timing_inconclusive() -> None:
+    # a 1.5x TPOT slowdown on tight samples fails the gate while the probe read the same on both sides; with
+    # the probe 0.42 vs 0.32 ms (two speed levels of a shared VM, 31% apart) the same numbers decide nothing,
+    # in the gate and in `compare`
+    rng = np.random.default_rng(12)
+    base = make_run("r", tpot=noisy(rng, 5.0, 20, outlier_rate=0.0), ttft=noisy(rng, 40.0, 20, outlier_rate=0.0))
+    cur = make_run("r", tpot=[v * 1.5 for v in noisy(rng, 5.0, 20, outlier_rate=0.0)], ttft=base.samples["ttft_ms"])
+    base.samples["host_probe_ms"] = [0.32, 0.33, 0.32, 0.31, 0.32]
+    cur.samples["host_probe_ms"] = [0.33, 0.32, 0.32, 0.34, 0.32]
+    assert evaluate(in_memory([base]), in_memory([cur]), default_rules()).exit_code == 1
+    cur.samples["host_probe_ms"] = [0.42, 0.41, 0.42, 0.43, 0.42]
+    report = evaluate(in_memory([base]), in_memory([cur]), default_rules())
+    line = next(c.line() for c in report.checks if c.name == "tpot_ms")
+    assert report.exit_code == 3 and line.startswith("INCONCLUSIVE") and "host ran at another speed" in line
+    for run in (base, cur):
+        run.summary = {"tpot_ms_median": float(np.median(run.samples["tpot_ms"]))}
+    (match,), _, _ = match_runs([base], [cur])
+    tpot = next(c for c in match.changes() if c.metric == "tpot_ms_median")
+    assert tpot.ratio > 1.4 and not tpot.significant and "0.42 ms" in tpot.undecided
 
 
 def test_one_round_slowdown_inside_the_run_to_run_band_is_inconclusive() -> None:

@@ -142,3 +142,21 @@ def test_cli_compare(compared, tmp_path):
     assert "x slower" in result.output and (tmp_path / "compare.html").is_file()
     result = CliRunner().invoke(main, ["compare", str(a), str(tmp_path)])
     assert result.exit_code == 2 and "no results.jsonl" in result.output
+
+
+def test_a_run_timed_at_another_host_speed_is_not_decided(tmp_path, make_folder):
+    # B: r-base 20% slower (significant in `compared`), but timed while the host's probe read 0.42 ms instead
+    # of 0.32 ms: the change is left undecided and the terminal says why
+    a = make_folder(tmp_path / "a", failed=False, traces=False, seed=1)
+    b = make_folder(tmp_path / "b", slowdown={"r-base": 1.2}, failed=False, traces=False, seed=2)
+    for folder in (a, b):
+        runs = load_results(folder)
+        for r in runs:
+            r.samples["host_probe_ms"] = [0.42 if (folder == b and r.run_id == "r-base") else 0.32] * 5
+        write_results(folder, runs)
+    text = compare_folders(a, b, tmp_path / "out")
+    row = by_run_metric(rows_of(tmp_path / "out" / "compare.csv"))[("r-base", "tpot_ms_median")]
+    assert float(row["ratio"]) == pytest.approx(1.2, rel=0.02)
+    assert row["change"].startswith("~") and "not decided" in row["change"] and row["direction"] == ""
+    assert "the host ran at another speed" in row["stable"]
+    assert "r-base: the host ran at another speed: its probe took 0.42 ms in B vs 0.32 ms in A" in text

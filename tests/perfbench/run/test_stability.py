@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from perfbench.results import RunResult, RunSpec
 from perfbench.run import stability
 from perfbench.run.launcher import PROJECT_DIR
 from perfbench.run.stability import host_reasons, metric_stability, outlier_share, run_stability
@@ -53,6 +54,22 @@ def test_recorded_contention_makes_every_metric_unstable():
     assert all(not m.stable for m in per_metric.values())
     verdict, per_metric = run_stability(QUIET, {"ttft_ms": [10.0] * 6, "tpot_ms": [2.0] * 6})
     assert verdict.stable and all(m.stable for m in per_metric.values())
+
+
+def _with_probe(run_id: str, probe_ms: list[float]):
+    return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="s"),
+                     samples={"ttft_ms": [10.0] * 5, stability.PROBE_SAMPLES: probe_ms})
+
+
+def test_host_speed_differs_beyond_the_tolerance_only():
+    slow = _with_probe("b", [0.42, 0.41, 0.43])
+    assert "0.42 ms in b vs 0.32 ms in a (1.31x" in stability.host_speed_differs(_with_probe("a", [0.32] * 3), slow)
+    # medians 0.32 and 0.36: 1.125x, inside 15% either way round
+    assert stability.host_speed_differs(_with_probe("a", [0.32] * 3), _with_probe("b", [0.36] * 3)) == ""
+    assert stability.host_speed_differs(_with_probe("a", [0.36] * 3), _with_probe("b", [0.32] * 3)) == ""
+    assert stability.host_speed_differs(_with_probe("a", []), slow) == ""  # no readings (an accelerator run)
+    assert "another speed" in stability.contended(_with_probe("a", [0.32] * 3), slow)
+    assert stability.contended(_with_probe("a", [0.32] * 3)) == ""  # one run has nothing to differ from
 
 
 @pytest.mark.parametrize(("change", "expected"), [

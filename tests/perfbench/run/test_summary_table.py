@@ -27,6 +27,17 @@ def test_table_names_plans_by_toggles_and_warns_about_unstable_runs():
     assert "b (chunk_gdr): unstable: other processes kept 1.50 cores" in text
 
 
+def test_a_plan_timed_at_another_host_speed_than_the_baseline_is_warned_about():
+    base, gdr = _run("a", False, 100.0, 10.0), _run("b", True, 50.0, 10.0)
+    base.samples["host_probe_ms"], gdr.samples["host_probe_ms"] = [0.32] * 3, [0.33] * 3
+    assert "WARNING" not in summary_table([base, gdr])
+    gdr.samples["host_probe_ms"] = [0.42] * 3
+    text = summary_table([base, gdr])
+    assert "WARNING: 1 of 2 combinations cannot be trusted:" in text
+    assert "b (chunk_gdr) against the baseline: the host ran at another speed" in text
+    assert "unstable" in next(line for line in text.splitlines() if line.startswith("chunk_gdr"))
+
+
 def test_compile_times_are_reported_cold_and_warm_apart():
     runs = [_run("a", False, 1.0, 1.0, compile_s=30.0, warm=0.0), _run("b", True, 1.0, 1.0, compile_s=2.0, warm=1.0),
             _run("c", True, 1.0, 1.0, compile_s=4.0, warm=1.0)]
