@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -123,7 +124,8 @@ def main() -> None:
             for batch in map(int, args.batches.split(",")):
                 rows += bench_case(args.preset, dtype_name, batch, args, folder)
                 print(table(rows[-4:], HEADER), flush=True)
-    print(f"\n{cpu_model()}; torch {torch.__version__}, {torch.get_num_threads()} threads; prompt {args.prompt}, "
+    print(f"\n{cpu_model()}; torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"{torch.get_num_threads()} threads; prompt {args.prompt}, "
           f"{args.steps} decode steps, median of {args.reps} alternating reps")
     print(table(rows, HEADER))
 
