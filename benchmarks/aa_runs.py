@@ -10,6 +10,8 @@ Reports, from folders out/run-1 .. out/run-N (each a full `perfbench run`; an ex
    significant change, and the share of `perfbench gate` (default rules) timing checks that FAIL;
 3. the detection rate of a planted 15 % slowdown: the later run of each pair with every latency multiplied
    by 1.15 (throughputs divided), compared and gated the same way.
+Under 2 and 3, why `compare` did not call the other changes significant: a run judged unstable, a host that ran
+at another speed, a busy machine, inside the run-to-run band, or the test itself (p or CI).
 The run-to-run band of perfbench/analysis/noise_band.py should be set from the spread printed under 2.
 """
 
@@ -21,17 +23,19 @@ import itertools
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from perfbench.analysis.compare import COMPARED, match_runs  # noqa: E402
+from perfbench.analysis.compare import COMPARED, Match, MetricChange, match_runs  # noqa: E402
 from perfbench.analysis.rounds import ROUND_PREFIX  # noqa: E402
 from perfbench.analysis.speedup import Speedup  # noqa: E402
 from perfbench.gate.checks import FAIL  # noqa: E402
 from perfbench.gate.engine import evaluate  # noqa: E402
 from perfbench.gate.rules import default_rules  # noqa: E402
 from perfbench.results import ResultFolder, RunResult, load_folder  # noqa: E402
+from perfbench.run.stability import host_speed_differs  # noqa: E402
 from perfbench.run.summary_table import plan_label, speedups  # noqa: E402
 
 PLANTED = 1.15
@@ -78,30 +82,51 @@ def speedup_table(folders: list[ResultFolder]) -> list[str]:
     return lines
 
 
-def _pair_rates(pairs: list[tuple[ResultFolder, ResultFolder]]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """compare: metric -> [significant, compared]; gate: timing metric -> [FAIL, checks]."""
+def _not_significant_because(match: Match, change: MetricChange) -> str:
+    if match.a.is_stable() is False or match.b.is_stable() is False:
+        return "an unstable run"
+    if host_speed_differs(match.a, match.b):
+        return "a host that ran at another speed"
+    if change.undecided:
+        return "a busy machine"
+    if change.in_band:
+        return "inside the run-to-run band"
+    return "the test (p or CI)"
+
+
+def _pair_rates(pairs: list[tuple[ResultFolder, ResultFolder]]
+                ) -> tuple[dict[str, list[int]], dict[str, list[int]], Counter[str]]:
+    """compare: metric -> [significant, compared]; gate: timing metric -> [FAIL, checks]; why compare's
+    changes were not significant (reason -> count)."""
     compare: dict[str, list[int]] = {m: [0, 0] for m in COMPARED}
     gate: dict[str, list[int]] = {}
+    why_not: Counter[str] = Counter()
     rules = default_rules()
     for a, b in pairs:
         matches, _, _ = match_runs(a.results, b.results, by_identity=False)
-        for change in (c for m in matches for c in m.changes()):
+        for match, change in ((m, c) for m in matches for c in m.changes()):
             compare[change.metric][0] += bool(change.significant)
             compare[change.metric][1] += 1
+            if not change.significant:
+                why_not[_not_significant_because(match, change)] += 1
         for check in evaluate(a, b, rules).checks:
             if check.kind == "timing":
                 counts = gate.setdefault(check.name, [0, 0])
                 counts[0] += check.status == FAIL
                 counts[1] += 1
-    return compare, gate
+    return compare, gate, why_not
 
 
-def _rate_lines(title: str, compare: dict[str, list[int]], gate: dict[str, list[int]]) -> list[str]:
+def _rate_lines(title: str, compare: dict[str, list[int]], gate: dict[str, list[int]],
+                why_not: Counter[str]) -> list[str]:
     lines = [title]
     lines += [f"  compare {m:<16} {n}/{total}" + (f" = {n / total:.0%}" if total else "")
               for m, (n, total) in compare.items()]
     lines += [f"  gate    {m:<16} {n}/{total}" + (f" = {n / total:.0%}" if total else "")
               for m, (n, total) in sorted(gate.items())]
+    if why_not:
+        lines.append("  compare's changes not called significant, by the first reason that held: "
+                     + ", ".join(f"{reason} {n}" for reason, n in why_not.most_common()))
     return lines
 
 

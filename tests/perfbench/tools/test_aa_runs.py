@@ -53,7 +53,10 @@ def test_analysis_of_three_a_a_runs(aa, tmp_path):
     assert gdr_ttft.count("2.0") >= 3  # ~2x faster prefill in each run
     section2 = text.split("2. A/A")[1].split("3. detection")[0]
     assert "compare tpot_ms_median   0/6" in section2  # 3 pairs x 2 combinations, none significant
+    # one round a side, ratios within a few % of 1: every change of the 4 metrics is inside the 8-10% band
+    assert "by the first reason that held: inside the run-to-run band 24" in section2
     section3 = text.split("3. detection")[1]
     assert "compare tpot_ms_median   6/6" in section3  # 15 % beyond the 8 % band, 2 % noise: always seen
     assert "gate    tpot_ms" in section3 and "gate    tpot_ms          6/6" in section3
+    assert "not called significant" not in section3
     assert "need two or more" in aa.analyze(paths[:1])
