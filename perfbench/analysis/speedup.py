@@ -96,7 +96,8 @@ def _round_pairs(base_rounds: list[RunResult], rounds: list[RunResult], key: str
 
 def host_speed_reasons(base_rounds: list[RunResult], rounds: list[RunResult]) -> list[str]:
     """For each round whose baseline and combination ran while the host ran at different speeds, why."""
-    return [why for b, r in _paired_runs(base_rounds, rounds) if (why := host_speed_differs(b, r))]
+    return [(f"round {r.spec.round}: " if r.spec.rounds > 1 else "") + why for b, r in _paired_runs(base_rounds, rounds)
+            if (why := host_speed_differs(b, r, names=("for the baseline", "for this plan")))]
 
 
 def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,

@@ -138,10 +138,12 @@ def run_stability(summary: dict[str, float | None], samples: dict[str, list[floa
     return Stability(not reasons, reasons), per_metric
 
 
-def host_speed_differs(a: RunResult, b: RunResult, tolerance: float = HOST_SPEED_TOLERANCE) -> str:
+def host_speed_differs(a: RunResult, b: RunResult, tolerance: float = HOST_SPEED_TOLERANCE,
+                       names: tuple[str, str] | None = None) -> str:
     """Why two runs' times are not comparable because the host ran at another speed ("" when they are, or when
     either run has no probe readings: accelerator runs, older records). Compared are the medians of the probe
-    readings taken before each timed iteration."""
+    readings taken before each timed iteration. `names` calls the runs (a, b) in the text (default: their
+    run ids, or A and B when the ids are the same)."""
     probe_a, probe_b = a.finite_samples(PROBE_SAMPLES), b.finite_samples(PROBE_SAMPLES)
     if not probe_a or not probe_b:
         return ""
@@ -151,8 +153,8 @@ def host_speed_differs(a: RunResult, b: RunResult, tolerance: float = HOST_SPEED
     ratio = level_b / level_a
     if 1.0 / (1.0 + tolerance) <= ratio <= 1.0 + tolerance:
         return ""
-    first, second = ("A", "B") if a.run_id == b.run_id else (a.run_id, b.run_id)
-    return (f"the host ran at another speed: its probe took {level_b:.3g} ms in {second} vs {level_a:.3g} ms in "
+    first, second = names or (("in A", "in B") if a.run_id == b.run_id else (f"in {a.run_id}", f"in {b.run_id}"))
+    return (f"the host ran at another speed: its probe took {level_b:.3g} ms {second} vs {level_a:.3g} ms "
             f"{first} ({ratio:.2f}x, tolerance {tolerance:.0%})")
 
 

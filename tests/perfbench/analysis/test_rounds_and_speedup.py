@@ -10,7 +10,7 @@ from scipy import stats as scipy_stats
 from perfbench.analysis import noise_band
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
-from perfbench.analysis.speedup import FASTER, SAME, UNSTABLE, speedup
+from perfbench.analysis.speedup import FASTER, SAME, UNSTABLE, host_speed_reasons, speedup
 from perfbench.results import RunPlan, RunResult, RunSpec
 
 
@@ -62,6 +62,8 @@ def test_a_round_timed_at_another_host_speed_makes_the_speedup_unstable():
     assert speedup(base, plan, "tpot_ms").verdict == FASTER
     plan[2].samples["host_probe_ms"] = [0.42] * 3  # round 3's plan ran while the host was 31% slower
     assert speedup(base, plan, "tpot_ms").verdict == UNSTABLE
+    assert host_speed_reasons(base, plan) == ["round 3: the host ran at another speed: its probe took 0.42 ms for "
+                                              "this plan vs 0.32 ms for the baseline (1.31x, tolerance 15%)"]
 
 
 def test_two_rounds_take_the_ci_from_a_two_stage_bootstrap():
