@@ -93,12 +93,11 @@ def _terminal(a: Path, b: Path, rows: list[dict[str, Any]], only_a: list[RunResu
         lines.append("(no matched runs)")
     lines.append(f"~: not significant (two-sided Mann-Whitney p >= {ALPHA}, the CI contains 1, or, with one "
                  "round per side, inside the run-to-run band)")
-    unstable = sorted({row["run"] for row in rows if row.get("stable")})
-    if unstable:
+    why_not_evidence = {row["run"]: row["stable"] for row in rows if row.get("stable")}  # one line per run
+    if why_not_evidence:
         lines.append("WARNING: unstable runs, or a host that ran at another speed, their changes are not "
-                     f"evidence: {', '.join(unstable)}")
-        lines += [f"  {row['run']}: {row['stable']}" for row in rows if row.get("stable") and row.get("metric")
-                  == next(iter(COMPARED))]
+                     f"evidence: {', '.join(sorted(why_not_evidence))}")
+        lines += [f"  {run}: {why}" for run, why in sorted(why_not_evidence.items())]
     for side, runs in (("A", only_a), ("B", only_b)):
         if runs:
             lines.append(f"only in {side}: " + ", ".join(r.run_id for r in runs))
