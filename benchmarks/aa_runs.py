@@ -12,6 +12,8 @@ Reports, from folders out/run-1 .. out/run-N (each a full `perfbench run`; an ex
    by 1.15 (throughputs divided), compared and gated the same way.
 Under 2 and 3, why `compare` did not call the other changes significant: a run judged unstable, a host that ran
 at another speed, a busy machine, inside the run-to-run band, or the test itself (p or CI).
+4. how far the median of one round of a combination moves from that of another round of it in another run, for
+   pairs timed at the same host speed and at different ones (perfbench/run/stability.py host_speed_differs).
 The run-to-run band of perfbench/analysis/noise_band.py should be set from the spread printed under 2.
 """
 
@@ -25,6 +27,8 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -141,6 +145,27 @@ def spread_lines(folders: list[ResultFolder]) -> list[str]:
             + ", ".join(f"{m} {v:.1%}" for m, v in worst.items())]
 
 
+def round_ratio_lines(folders: list[ResultFolder]) -> list[str]:
+    """4. How far one round of a combination moves from another round of it in another run, split by whether the
+    host ran at one speed for both (`host_speed_differs`): p5 / median / p95 of the ratio of their medians."""
+    ratios: dict[tuple[str, bool], list[float]] = {}
+    for a, b in itertools.combinations(folders, 2):
+        for ra in (r for r in a.results if r.status == "ok"):
+            for rb in (r for r in b.results if r.status == "ok" and r.spec.combination_id == ra.spec.combination_id):
+                same_speed = not host_speed_differs(ra, rb)
+                for key in ("ttft_ms", "tpot_ms"):
+                    xa, xb = ra.finite_samples(key), rb.finite_samples(key)
+                    if xa and xb:
+                        ratios.setdefault((key, same_speed), []).append(float(np.median(xb) / np.median(xa)))
+    lines = ["4. one round's median over another's, same combination, two runs (p5 / median / p95; the same host "
+             "speed: probe medians within the tolerance)"]
+    for (key, same_speed), values in sorted(ratios.items(), key=lambda kv: (kv[0][0], not kv[0][1])):
+        p5, mid, p95 = np.percentile(values, [5, 50, 95])
+        lines.append(f"  {key:<8} {'same host speed' if same_speed else 'other host speed':<16} n={len(values):<4} "
+                     f"{p5:.2f} / {mid:.2f} / {p95:.2f}")
+    return lines
+
+
 def analyze(paths: list[Path]) -> str:
     folders = [load_folder(p) for p in paths if (p / "results.jsonl").is_file()]
     if len(folders) < 2:
@@ -153,6 +178,7 @@ def analyze(paths: list[Path]) -> str:
                for a, b in pairs]
     lines += _rate_lines(f"3. detection of a planted {PLANTED - 1:.0%} slowdown over {len(pairs)} pairs "
                          "(should be near 100%)", *_pair_rates(planted))
+    lines += round_ratio_lines(folders)
     return "\n".join(lines)
 
 

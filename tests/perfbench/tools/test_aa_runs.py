@@ -60,3 +60,17 @@ def test_analysis_of_three_a_a_runs(aa, tmp_path):
     assert "gate    tpot_ms" in section3 and "gate    tpot_ms          6/6" in section3
     assert "not called significant" not in section3
     assert "need two or more" in aa.analyze(paths[:1])
+
+
+def test_round_ratios_are_split_by_host_speed(aa, tmp_path):
+    # two runs of two combinations: "base" at one host speed in both (medians 100 -> 110: 1.10), "gdr" with the
+    # probe at 0.32 then 0.42 ms (medians 50 -> 70: 1.40)
+    def run(run_id: str, median: float, probe: float) -> RunResult:
+        r = _run(run_id, {"chunk_gdr": run_id == "gdr"}, [median] * 5, [median / 10] * 5)
+        r.samples["host_probe_ms"] = [probe] * 5
+        return r
+    write_results(tmp_path / "run-1", [run("base", 100.0, 0.32), run("gdr", 50.0, 0.32)])
+    write_results(tmp_path / "run-2", [run("base", 110.0, 0.33), run("gdr", 70.0, 0.42)])
+    section4 = aa.analyze([tmp_path / "run-1", tmp_path / "run-2"]).split("4. one round's median")[1]
+    assert "ttft_ms  same host speed  n=1    1.10 / 1.10 / 1.10" in section4
+    assert "ttft_ms  other host speed n=1    1.40 / 1.40 / 1.40" in section4
