@@ -15,8 +15,9 @@ pooled iteration samples are tested, and a change inside the metric's run-to-run
 (perfbench/analysis/noise_band.py) is "no significant change".
 
 Unstable data decide nothing: when either run was judged unstable (perfbench/run/stability.py: noisy samples or
-a busy machine), the change is reported with its ratio and CI but never called
-significant, as the gate's timing checks are INCONCLUSIVE on the same data.
+a busy machine), or the two were timed while the host ran at different speeds (their host-probe medians more
+than 15% apart), the change is reported with its ratio and CI but never called significant, as the gate's
+timing checks are INCONCLUSIVE on the same data (`stability.contended`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class MetricChange:
     significant: bool | None
     basis: str = "iterations"  # "rounds": per-round medians tested; "iterations": iteration samples + band
     in_band: bool = False  # inside the run-to-run band (only checked on the "iterations" basis)
-    undecided: str = ""  # why the data cannot decide (a run judged unstable); "" when they can
+    undecided: str = ""  # why the data cannot decide (an unstable run, another host speed); "" when they can
 
     @property
     def ratio(self) -> float:

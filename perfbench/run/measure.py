@@ -14,7 +14,7 @@ Protocol (a process per run, or per round for single-process CPU runs: perfbench
    iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
    kept apart for distribution plots. Host signals around the timing feed the stability verdict
    (perfbench/run/stability.py); a fixed CPU kernel timed before each iteration (perfbench/run/host_probe.py)
-   is recorded beside them.
+   is recorded beside them, and its level decides whether two runs were timed at one host speed.
 4. One untimed iteration with the MoE routing counts on (per layer, phase and expert; summed over the EP
    group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record. In an
    interleaved sweep only round 1 counts (and profiles): a combination's merged result reports round 1's.
