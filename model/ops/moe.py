@@ -118,8 +118,16 @@ def experts_ref(
 # ----------------------------------------------------------------------------------------------------
 
 
+# Mean rows per expert segment (N*K/E) for which `experts_grouped_cpu` runs the gate/up GEMM with the expert
+# weights as the left operand (see `_experts_sorted_grouped_mm`). `python benchmarks/expert_gemm.py` measures both
+# forms: on an Intel Xeon (MKL, 2 threads) weights-left took 0.82-0.91x the time at 16-32 rows for the small and
+# 35B presets' shapes (0.98-1.03x for tiny's), and 1.1-1.3x below 8 rows and at 64 or more.
+WEIGHT_LEFT_ROWS = (12, 48)
+
+
 def _experts_sorted_grouped_mm(
-    x: Tensor, topk_ids: Tensor, topk_weights: Tensor, gate_up: list[Tensor], down: Tensor
+    x: Tensor, topk_ids: Tensor, topk_weights: Tensor, gate_up: list[Tensor], down: Tensor, *,
+    weights_left: bool = False,
 ) -> Tensor:
     N, K = topk_ids.shape
     E = down.shape[0]
@@ -130,8 +138,19 @@ def _experts_sorted_grouped_mm(
     # Cumulative segment ends per expert (empty experts repeat the previous end), with no host sync.
     offs = torch.searchsorted(sorted_ids, torch.arange(E, device=x.device, dtype=sorted_ids.dtype),
                               right=True).to(torch.int32)
-    h = [torch._grouped_mm(xs, w.transpose(1, 2), offs=offs) for w in gate_up]
-    act = _swiglu_from(h).mul_(topk_weights.reshape(-1).index_select(0, order).to(x.dtype)[:, None])
+    pair_weights = topk_weights.reshape(-1).index_select(0, order).to(x.dtype)
+    if weights_left:
+        # h^T = W x^T per segment: the weights stay the row-major left operand and the segment becomes the
+        # GEMM's narrow side, which MKL runs faster than x W^T when segments are a few dozen rows. The
+        # activation is transposed back once for the down GEMM.
+        h_t = [torch._grouped_mm(w, xs.t(), offs=offs) for w in gate_up]  # [2I, N*K] or 2 x [I, N*K]
+        gate, up = h_t[0].chunk(2, dim=0) if len(h_t) == 1 else h_t
+        # clone, not contiguous(): a [1, I] view already counts as contiguous but its strides fail the kernel's
+        # 16-byte stride check
+        act = F.silu(gate).mul_(up).mul_(pair_weights).t().clone(memory_format=torch.contiguous_format)
+    else:
+        h = [torch._grouped_mm(xs, w.transpose(1, 2), offs=offs) for w in gate_up]
+        act = _swiglu_from(h).mul_(pair_weights[:, None])
     out = torch._grouped_mm(act, down.transpose(1, 2), offs=offs)      # [N*K, H], already weighted
     return torch.zeros_like(x).index_add_(0, tok, out)
 
@@ -143,10 +162,15 @@ def experts_grouped_cpu(
     projection over the contiguous expert segments, then a weighted index_add back. Contract of `experts_ref`.
 
     NOTE: `torch._grouped_mm` has a CPU kernel for fp32 and bf16 from torch 2.9 (checked on 2.13: exact
-    against per-segment mm, empty segments fine, transposed weight views accepted). Offsets come from
-    searchsorted on the sorted ids, so there is no host sync; the row count N*K is static.
+    against per-segment mm, empty segments fine, transposed weight views accepted, weights-left 3D x 2D
+    form too). Offsets come from searchsorted on the sorted ids, so there is no host sync; the row count
+    N*K is static. With a mean segment length in `WEIGHT_LEFT_ROWS` the gate/up GEMM runs weights-left (a
+    choice made from the static shapes, so still no host sync).
     """
-    return _experts_sorted_grouped_mm(x, topk_ids, topk_weights, gate_up, down)
+    lo, hi = WEIGHT_LEFT_ROWS
+    rows = topk_ids.numel()
+    return _experts_sorted_grouped_mm(x, topk_ids, topk_weights, gate_up, down,
+                                      weights_left=lo * down.shape[0] <= rows <= hi * down.shape[0])
 
 
 def experts_gathered_cpu(

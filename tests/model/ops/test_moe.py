@@ -6,6 +6,7 @@ import pytest
 import torch
 from _compare import assert_close, device_for, impl_param
 
+from model.ops import moe
 from model.ops.moe import (
     EXPERTS_DECODE,
     EXPERTS_PREFILL,
@@ -93,6 +94,33 @@ def test_fast_experts_match_ref(case: tuple, dtype: torch.dtype, merged: bool) -
         out = impl(x, ids, w, gate_up, down)
         assert out.dtype == dtype
         assert_close(impl.__name__, ref, out, *TOL[dtype])
+
+
+@pytest.mark.parametrize("weights_left", [False, True], ids=["tokens-left", "weights-left"])
+@pytest.mark.parametrize("merged", [True, False], ids=["merged", "separate"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_both_gate_up_gemm_forms_match_ref(case: tuple, dtype: torch.dtype, merged: bool,
+                                           weights_left: bool) -> None:
+    N, K, E, H, I, hit = case
+    gate_up, down = make_experts(E, H, I, dtype, merged)
+    x, w, ids = make_routing(N, E, K, H, dtype, hit)
+    out = moe._experts_sorted_grouped_mm(x, ids, w, gate_up, down, weights_left=weights_left)
+    assert out.dtype == dtype
+    assert_close("sorted grouped mm", experts_ref(x, ids, w, gate_up, down), out, *TOL[dtype])
+
+
+@pytest.mark.parametrize("tokens,expected", [(95, False), (96, True), (384, True), (385, False)])
+def test_grouped_cpu_takes_weights_left_form_within_its_row_range(tokens: int, expected: bool,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # E = 32, K = 4: mean rows per expert = tokens / 8, so 96 and 384 tokens sit on the edges of (12, 48).
+    assert moe.WEIGHT_LEFT_ROWS == (12, 48)
+    seen = {}
+    monkeypatch.setattr(moe, "_experts_sorted_grouped_mm", lambda *a, weights_left: seen.setdefault("wl", weights_left))
+    gate_up, down = make_experts(32, 8, 4, torch.float32, merged=True)
+    x, w, ids = make_routing(tokens, 32, 4, 8, torch.float32)
+    experts_grouped_cpu(x, ids, w, gate_up, down)
+    assert seen["wl"] is expected
 
 
 @pytest.mark.parametrize("merged", [True, False], ids=["merged", "separate"])
