@@ -113,7 +113,7 @@ def test_both_gate_up_gemm_forms_match_ref(case: tuple, dtype: torch.dtype, merg
 @pytest.mark.parametrize("tokens,expected", [(95, False), (96, True), (384, True), (385, False)])
 def test_grouped_cpu_takes_weights_left_form_within_its_row_range(tokens: int, expected: bool,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # E = 32, K = 4: mean rows per expert = tokens / 8, so 96 and 384 tokens sit on the edges of (12, 48).
+    # E = 32, K = 4: mean rows per expert = tokens / 8, so 96 and 384 tokens sit on the edges of [12, 48].
     assert moe.WEIGHT_LEFT_ROWS == (12, 48)
     seen = {}
     monkeypatch.setattr(moe, "_experts_sorted_grouped_mm", lambda *a, weights_left: seen.setdefault("wl", weights_left))
