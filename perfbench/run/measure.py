@@ -55,6 +55,7 @@ from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load, stability
 from perfbench.run.cluster import is_result_writer
 from perfbench.run.host_probe import HostProbe, speed_change
+from perfbench.run.numerics import logit_agreement
 from perfbench.run.stopping import StoppingRule
 
 if TYPE_CHECKING:
@@ -292,11 +293,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
 
     if reference is not None and last is not None and last.logits is not None:
-        # a reference loaded from the sweep's cache is on the CPU, the run's logits on its device
-        logits, reference = last.logits.float().cpu(), reference.float().cpu()
-        diff = (logits - reference).abs().max().item()
-        result.numerics = {"max_abs_logit_diff": diff,
-                           "tokens_match": bool(torch.equal(logits.argmax(-1), reference.argmax(-1))),
+        result.numerics = {**logit_agreement(last.logits, reference),
                            "reference": "all toggles off, same weights, same process"}
     if spec.round <= 1:  # a combination's merged result reports round 1's load (analysis/rounds.py)
         result.expert_load = expert_load(model, ids, seq_lens, cache, workload)
