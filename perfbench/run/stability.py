@@ -5,7 +5,8 @@ A metric (TTFT, TPOT: one sample per timed iteration) is unstable when the 95 % 
 `OUTLIER_MADS` scaled median absolute deviations (a bimodal or spiky sample). A run is unstable when any of
 its metrics is, or when the machine was not quiet while it was timed:
 - other processes' CPU load beyond the spare cores (`host_load.contention`, which also covers hypervisor steal);
-- the 1-minute load average above the CPU count (a busy run queue, read from /proc/loadavg);
+- the run queue while timing above the CPU count (from the 1-minute load average of /proc/loadavg read before and
+  after, with the average's decay undone, so load that ended before the run does not count: `loadavg_during`);
 - the CPU clock spread across the timed iterations above `MAX_FREQ_SPREAD` (throttling or a governor changing
   the clock, read from /sys/devices/system/cpu/cpu*/cpufreq/scaling_cur_freq);
 - memory pressure: /proc/pressure/memory "some avg10" above `MAX_MEM_PRESSURE` %, or less than
@@ -21,7 +22,9 @@ decide between two runs: `contended(a, b)` also holds a pair whose probe medians
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -222,18 +225,36 @@ class HostSignals:
     cpu_mhz: float | None
     mem_pressure_avg10: float | None
     mem_available_frac: float | None
+    read_at_s: float = field(default=0.0, compare=False)  # time.monotonic() of the reading
+
+
+# Linux's 1-minute load average: every 5 s, L <- L e^(-5/60) + n (1 - e^(-5/60)) for the current run-queue length n.
+LOADAVG_TAU_S = 60.0
+# Shorter than three updates, the two readings say too little about the interval itself: no verdict.
+LOADAVG_MIN_INTERVAL_S = 15.0
+
+
+def loadavg_during(before: float | None, after: float | None, seconds: float) -> float | None:
+    """Mean run-queue length over an interval from the 1-minute load average at its start and end: the
+    kernel's filter over the interval, L_after = L_before d + n (1 - d) with d = e^(-seconds/60), solved for n.
+    Without it, a quiet run started within a minute of other work would read that work's load. None when a
+    reading is missing or the interval is shorter than `LOADAVG_MIN_INTERVAL_S`."""
+    if before is None or after is None or seconds < LOADAVG_MIN_INTERVAL_S:
+        return None
+    decay = math.exp(-seconds / LOADAVG_TAU_S)
+    return (after - before * decay) / (1 - decay)
 
 
 def read_signals(proc: Path = PROC, sys_cpu: Path = SYS_CPU) -> HostSignals:
-    return HostSignals(_loadavg(proc), cpu_mhz(sys_cpu), _mem_pressure(proc), _mem_available(proc))
+    return HostSignals(_loadavg(proc), cpu_mhz(sys_cpu), _mem_pressure(proc), _mem_available(proc), time.monotonic())
 
 
 def signals_summary(before: HostSignals, after: HostSignals, run_threads: int,
                     cpus: int | None = None) -> dict[str, float | None]:
-    """The summary entries of two readings: the load average net of the run's own threads (the later
-    reading, which covers the timing), clock min/max, the worse memory figures."""
+    """The summary entries of two readings: the run queue while timing net of the run's own threads
+    (`loadavg_during`; None for intervals too short to tell), clock min/max, the worse memory figures."""
     cpus = cpus or os.cpu_count() or 1
-    loadavg = after.loadavg_1m
+    loadavg = loadavg_during(before.loadavg_1m, after.loadavg_1m, after.read_at_s - before.read_at_s)
     clocks = [c for c in (before.cpu_mhz, after.cpu_mhz) if c is not None]
     pressures = [p for p in (before.mem_pressure_avg10, after.mem_pressure_avg10) if p is not None]
     avail = [a for a in (before.mem_available_frac, after.mem_available_frac) if a is not None]

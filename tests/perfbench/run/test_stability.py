@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -96,7 +97,8 @@ def test_signals_are_read_from_proc_and_sys(tmp_path):
     signals = stability.read_signals(proc, sys_cpu)
     assert signals == stability.HostSignals(2.5, 2500.0, 12.5, 0.25)
     summary = stability.signals_summary(signals, signals, run_threads=1, cpus=4)
-    assert summary["host_loadavg_1m"] == 1.5 and summary["host_cpus"] == 3.0  # the run's own thread taken off
+    # the same reading twice spans no time: the load average cannot speak for the interval
+    assert summary["host_loadavg_1m"] is None and summary["host_cpus"] == 3.0  # the run's own thread taken off
     # nothing there: no signal, no verdict
     assert stability.read_signals(tmp_path / "none", tmp_path / "none") == stability.HostSignals(None, None, None,
                                                                                                   None)
@@ -147,3 +149,39 @@ def test_a_run_beside_a_cpu_hog_is_flagged_unstable_everywhere_and_the_same_run_
     assert "UNSTABLE" in terminal and "cannot be trusted" in terminal and "other processes kept" in terminal
     report = (tmp_path / "beside_hog" / "report.html").read_text()
     assert "WARNING" in report and "other processes kept" in report
+
+
+def kernel_loadavg(start: float, run_queue: list[float]) -> float:
+    """The 1-minute load average after len(run_queue) of Linux's 5-second updates, each with that run-queue length
+    (kernel/sched/loadavg.c's exponential filter, in floating point)."""
+    decay = math.exp(-5 / 60)
+    load = start
+    for n in run_queue:
+        load = load * decay + n * (1 - decay)
+    return load
+
+
+@pytest.mark.parametrize("start,run_queue,expected", [
+    (1.0, [3.0] * 12, 3.0),        # a steady queue of 3 over a minute, after a load of 1
+    (2.0, [0.0] * 4, 0.0),         # heavy load that ended as the run began (the CI case): nothing during it
+    (0.0, [1.0, 3.0] * 3, 2.0),    # an uneven queue: its mean over the interval
+])
+def test_loadavg_during_undoes_the_kernels_decay(start, run_queue, expected):
+    seconds = 5.0 * len(run_queue)
+    after = kernel_loadavg(start, run_queue)
+    assert stability.loadavg_during(start, after, seconds) == pytest.approx(expected, abs=0.05)
+
+
+def test_loadavg_gives_no_verdict_for_short_intervals_or_missing_readings():
+    assert stability.loadavg_during(3.0, 3.0, stability.LOADAVG_MIN_INTERVAL_S - 1) is None
+    assert stability.loadavg_during(None, 3.0, 60.0) is None
+
+
+def test_a_quiet_run_right_after_other_work_has_no_load_reason():
+    # the parallel tests left a load average of 3; a 20 s run starts as they end, with only its own thread running
+    before = stability.HostSignals(3.0, None, None, None, read_at_s=100.0)
+    after = stability.HostSignals(kernel_loadavg(3.0, [1.0] * 4), None, None, None, read_at_s=120.0)
+    summary = stability.signals_summary(before, after, run_threads=1, cpus=2)
+    assert summary["host_loadavg_1m"] == pytest.approx(0.0, abs=0.05)
+    assert after.loadavg_1m - 1 > summary["host_cpus"]   # what the raw reading would have flagged
+    assert not any("load average" in r for r in host_reasons({**QUIET, **summary}))
