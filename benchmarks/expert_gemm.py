@@ -45,7 +45,7 @@ def case(preset: str, tokens: int, dtype: torch.dtype, reps: int) -> list[str]:
     gate_up = [(torch.randn(E, 2 * I, H, generator=g) * H ** -0.5).to(dtype)]
     down = (torch.randn(E, H, I, generator=g) * I ** -0.5).to(dtype)
 
-    def form(weights_left: bool):
+    def form(weights_left: bool) -> Callable[[], object]:
         return lambda: moe._experts_sorted_grouped_mm(x, ids, weights, gate_up, down, weights_left=weights_left)
 
     forms = {"tokens left": form(False), "weights left": form(True)}
