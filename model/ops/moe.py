@@ -121,7 +121,7 @@ def experts_ref(
 # Mean rows per expert segment (N*K/E) for which `experts_grouped_cpu` runs the gate/up GEMM with the expert
 # weights as the left operand (see `_experts_sorted_grouped_mm`). `python benchmarks/expert_gemm.py` measures both
 # forms: on an Intel Xeon (MKL, 2 threads) weights-left took 0.81-0.95x the time at 16-32 rows on the small and
-# 35B presets' shapes (0.96-1.09x on tiny's), 1.2-1.4x at 1-4 rows, 0.91-1.14x at 8 and 1.1-1.3x at 64 or more.
+# 35B presets' shapes (0.96-1.09x on tiny's), 1.2-1.4x at 1-4 rows, 0.91-1.14x at 8 and 1.1-1.4x at 64 or more.
 WEIGHT_LEFT_ROWS = (12, 48)
 
 
