@@ -4,6 +4,9 @@ A section is a pydantic model deriving from `Section`, with a `PATH` (its YAML k
 is its `Field(description=...)`, its choices a `Literal`, its bounds `Field` constraints. Values are validated
 strictly (no "yes" for true, no 4.0 for 4), so a section built from YAML or from Python is checked the same way,
 and every error is a one-line `UserError` that starts with the full key path and names the bad value.
+
+YAML is read once, by `parse_yaml`, under limits (MAX_YAML_BYTES, MAX_YAML_VALUES after alias expansion,
+MAX_YAML_DEPTH), with duplicate keys and self-containing structures refused, and YAML 1.2 floats (`1e-3`).
 """
 
 from __future__ import annotations
@@ -188,31 +191,91 @@ def options(cls: type[Section]) -> Iterator[tuple[str, str, str]]:
 
 
 # ---- YAML ------------------------------------------------------------------------------------------------
-def check_duplicate_keys(node: yaml.Node, path: str) -> None:
-    """UserError for a mapping that repeats a key (safe_load would keep the last one silently)."""
+# Limits of the one YAML loader (scenarios, gate rules, --set values). A scenario or gate.yaml is a few KB; the
+# limits only stop hostile or broken input before it costs minutes or gigabytes.
+MAX_YAML_BYTES = 2 * 1024 * 1024  # document size: the pure-Python parser takes about 1 s per MB
+MAX_YAML_VALUES = 100_000  # values (scalars, lists, mappings) after alias expansion: stops an alias bomb
+MAX_YAML_DEPTH = 64  # nesting of lists and mappings
+
+# YAML 1.2 core-schema floats: `1e-3` and `1.0e3` are numbers (YAML 1.1, PyYAML's default, wants a dot and a
+# signed exponent, and reads them as text). Integers are matched first by PyYAML's own resolver.
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_YAML12_FLOAT = re.compile(r"""^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
+                               |[-+]?\.(?:inf|Inf|INF)
+                               |\.(?:nan|NaN|NAN))$""", re.X)
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 floats (see `_YAML12_FLOAT`); everything else as SafeLoader."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != _FLOAT_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_FLOAT_TAG, _YAML12_FLOAT, list("-+0123456789."))
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def check_node_tree(node: yaml.Node, path: str = "", depth: int = 0,
+                    sizes: dict[int, int] | None = None, open_nodes: set[int] | None = None) -> int:
+    """UserError for a mapping that repeats a key (safe_load would keep the last one silently), a structure
+    that contains itself, nesting deeper than MAX_YAML_DEPTH, or more than MAX_YAML_VALUES values once
+    aliases are expanded. Returns the expanded value count of `node`.
+
+    An aliased node is the same object wherever it is used, so each distinct node is walked once (`sizes`):
+    the walk is linear in the document, never in its expansion."""
+    sizes = {} if sizes is None else sizes
+    open_nodes = set() if open_nodes is None else open_nodes
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    where = path or "the document"
+    if key in open_nodes:
+        raise UserError(f"{where} (line {_line(node)}): an alias refers to its own anchor (a structure "
+                        "that contains itself); write the values out")
+    if depth > MAX_YAML_DEPTH:
+        raise UserError(f"{where} (line {_line(node)}): nested deeper than {MAX_YAML_DEPTH} levels")
+    open_nodes.add(key)
+    size = 1
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            sub = f"{path}.{key}" if path else str(key)
-            if key is not None and key != "<<":
-                line = key_node.start_mark.line + 1
-                if key in seen:
-                    raise UserError(f"{sub}: duplicate key (lines {seen[key]} and {line}); keep one")
-                seen[key] = line
-            check_duplicate_keys(value_node, sub)
+            name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            sub = f"{path}.{name}" if path else str(name)
+            if name is not None and name != "<<":
+                if name in seen:
+                    raise UserError(f"{sub}: duplicate key (lines {seen[name]} and {_line(key_node)}); keep one")
+                seen[name] = _line(key_node)
+            size += check_node_tree(key_node, sub, depth + 1, sizes, open_nodes)
+            size += check_node_tree(value_node, sub, depth + 1, sizes, open_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            check_duplicate_keys(item, f"{path}[{i}]")
+            size += check_node_tree(item, f"{path}[{i}]", depth + 1, sizes, open_nodes)
+    open_nodes.discard(key)
+    if size > MAX_YAML_VALUES:
+        raise UserError(f"{where} (line {_line(node)}): expands to more than {MAX_YAML_VALUES} values through "
+                        "aliases (*name); write the values out or use fewer aliases")
+    sizes[key] = size
+    return size
 
 
 def parse_yaml(text: str) -> Any:
-    """safe_load, with duplicate keys and syntax errors reported as one line (with the line number)."""
+    """The YAML document in `text`, parsed once under the limits above (MAX_YAML_*) and checked by
+    `check_node_tree` before any Python object is built; every problem is a one-line UserError (syntax errors
+    with their line number)."""
+    if len(text) > MAX_YAML_BYTES:
+        raise UserError(f"the document is {len(text) / 2**20:.1f} MB; the limit is "
+                        f"{MAX_YAML_BYTES // 2**20} MB (MAX_YAML_BYTES)")
+    loader = _Loader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None:
-            check_duplicate_keys(node, "")
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_node_tree(node)
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -220,12 +283,22 @@ def parse_yaml(text: str) -> Any:
         raise UserError(f"invalid YAML{where}: {problem}") from None
     except yaml.YAMLError as err:
         raise UserError(f"invalid YAML: {' '.join(str(err).split())}") from None
+    except RecursionError:  # the parser itself recurses per nesting level
+        raise UserError(f"invalid YAML: nested deeper than {MAX_YAML_DEPTH} levels") from None
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: Path) -> Any:
-    """The YAML document in `path` (scenarios and gate rules alike); errors are one-line `UserError`s."""
+    """The YAML document in `path` (scenarios and gate rules alike); errors are one-line `UserError`s. At most
+    MAX_YAML_BYTES are read, so a huge file (or one that never ends) is refused before it is parsed."""
     try:
-        text = path.read_text()
+        with path.open("rb") as fh:
+            data = fh.read(MAX_YAML_BYTES + 1)
+        if len(data) > MAX_YAML_BYTES:
+            raise UserError(f"larger than the {MAX_YAML_BYTES // 2**20} MB limit of a YAML document "
+                            "(MAX_YAML_BYTES); a scenario or gate.yaml is a few KB")
+        text = data.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"cannot read: {err}") from None
     return parse_yaml(text)
@@ -281,9 +354,9 @@ def with_overrides(raw: Any, overrides: list[str], sections: dict[str, type[Sect
         parts = key.split(".")
         _check_override_path(parts, sections, key)
         try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as err:
-            why = getattr(err, "problem", None) or err
+            value = parse_yaml(text) if text.strip() else None  # the same loader and limits as the file
+        except UserError as err:
+            why = str(err).removeprefix("invalid YAML: ")
             raise UserError(f"--set {key}: cannot parse value {text!r} as YAML ({why})") from None
         node = out
         for j, part in enumerate(parts[:-1]):
