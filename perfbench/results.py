@@ -20,9 +20,10 @@ import json
 import math
 import os
 import tempfile
+import types
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from model.toggles import TOGGLE_NAMES, ToggleDecision
 from perfbench.analysis.expert_load import worst_imbalance
@@ -78,7 +79,66 @@ def _checked_keys(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
         raise ValueError(f"{where}: missing key {missing[0]!r}")
+    hints = _FIELD_TYPES.get(cls)
+    if hints is None:
+        hints = _FIELD_TYPES[cls] = get_type_hints(cls)
+    for name, value in raw.items():
+        tp = hints[name]
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):  # nested records check themselves
+            _check_type(value, tp, f"{where}.{name}")
     return raw
+
+
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
+
+
+def _json_kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _check_type(value: Any, tp: Any, where: str) -> None:
+    """ValueError(`where: expected ..., got ...`) unless `value` (parsed JSON) is a `tp` (a field annotation:
+    str, int, float, bool, X | None, Literal, list[X], dict[str, X], Any). A record of the wrong types that is
+    valid JSON is an input error on load, not a crash in whatever reads the field later."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return
+    if origin in (Union, types.UnionType):
+        options = get_args(tp)
+        if value is None and type(None) in options:
+            return
+        problems = []
+        for option in (o for o in options if o is not type(None)):
+            try:
+                return _check_type(value, option, where)
+            except ValueError as err:
+                problems.append(err)
+        raise problems[0]
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ValueError(f"{where}: expected one of {', '.join(map(str, get_args(tp)))}, got {value!r}")
+        return
+    if origin is list:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list, got {_json_kind(value)} {value!r:.40}")
+        (item,) = get_args(tp)
+        for i, element in enumerate(value):
+            _check_type(element, item, f"{where}[{i}]")
+        return
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object, got {_json_kind(value)} {value!r:.40}")
+        _, item = get_args(tp)
+        for key, element in value.items():
+            _check_type(element, item, f"{where}.{key}")
+        return
+    expected = {str: (str,), bool: (bool,), int: (int,), float: (int, float)}.get(tp)
+    if expected is None:
+        return  # a type this check does not know: left to the dataclass
+    if isinstance(value, bool) and tp is not bool or not isinstance(value, expected):
+        what = {str: "a string", bool: "true or false", int: "an integer", float: "a number"}[tp]
+        raise ValueError(f"{where}: expected {what}, got {_json_kind(value)} {value!r:.40}")
 
 
 @dataclass
@@ -388,6 +448,9 @@ def load_results(folder: str | Path) -> list[RunResult]:
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
         result = RunResult.from_dict(raw, f"{path}:{lineno}")
+        if result.status not in STATUSES:
+            raise ValueError(f"{path}:{lineno}.status: expected one of {', '.join(STATUSES)}, got "
+                             f"{result.status!r}")
         by_id[result.run_id] = result
     return list(by_id.values())
 
