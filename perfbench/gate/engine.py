@@ -5,9 +5,10 @@ Runs are matched by run_id. A pair is compared only when both runs are ok and ra
 sides have them). Timing rules also need the same machine (`MACHINE_ENV_KEYS`, and the torch build tag such
 as "+cpu"); deterministic rules (toggles, op counts, numerics) do not, so a baseline recorded on one CPU model
 still gates another. Every other case is reported as not compared (SKIP), never silently dropped. A run that
-was ok in the baseline and is not ok now fails the gate, and so does a gate whose baseline rules found nothing
-to compare. A timing check whose evidence cannot decide (effect within the noise, CI across the bound, a
-contended machine) is INCONCLUSIVE: no failure, and no pass either.
+was ok in the baseline and is not ok now fails the gate, and so does one that is missing from the current
+folder (unless gate.yaml says `missing_runs: skip`: a truncated sweep must not pass) and a gate whose baseline
+rules found nothing to compare. A timing check whose evidence cannot decide (effect within the noise, CI across
+the bound, a contended machine) is INCONCLUSIVE: no failure, and no pass either.
 
 Exit codes: 0 pass, 1 regression, 2 input error (`UserError`: missing folder, no results.jsonl, bad rules),
 3 inconclusive (nothing failed, but at least one timing check could not decide).
@@ -184,10 +185,11 @@ def environment_diffs(base: RunResult, cur: RunResult) -> EnvironmentDiffs:
 
 # ---- evaluation ----------------------------------------------------------------------------------
 
-def _pair_runs(baseline: ResultFolder, current: ResultFolder,
-               checks: list[CheckResult]) -> list[tuple[RunResult, RunResult, list[str]]]:
+def _pair_runs(baseline: ResultFolder, current: ResultFolder, checks: list[CheckResult],
+               missing_runs: str = "fail") -> list[tuple[RunResult, RunResult, list[str]]]:
     """Runs comparable with the baseline, each with its machine differences (which rule out timing rules);
-    everything else becomes a SKIP (or FAIL for a lost ok status)."""
+    everything else becomes a SKIP, or a FAIL for a lost ok status and, with `missing_runs` "fail" (the
+    default; gate.yaml `missing_runs`), for a baseline run that was ok and is missing from current."""
     base_name = (baseline.scenario or {}).get("name")
     cur_name = (current.scenario or {}).get("name")
     if base_name and cur_name and base_name != cur_name:
@@ -196,7 +198,13 @@ def _pair_runs(baseline: ResultFolder, current: ResultFolder,
     # the same run_id is the same measurement (a stable hash of what defines it): no looser matching here
     matches, only_base, only_cur = match_runs(baseline.results, current.results, by_identity=False)
     for r in sorted(only_base, key=lambda r: r.run_id):
-        checks.append(CheckResult(SKIP, "coverage", "missing", r.run_id, "in the baseline, missing from current"))
+        if r.status == "ok" and missing_runs == "fail":  # what the baseline measured must be measured again
+            checks.append(CheckResult(FAIL, "coverage", "missing", r.run_id,
+                                      "in the baseline, missing from current (an incomplete sweep; gate.yaml "
+                                      "`missing_runs: skip` to allow)"))
+        else:
+            checks.append(CheckResult(SKIP, "coverage", "missing", r.run_id,
+                                      "in the baseline, missing from current"))
     for r in sorted(only_cur, key=lambda r: r.run_id):
         checks.append(CheckResult(SKIP, "coverage", "new", r.run_id, "in current, not in the baseline"))
     pairs = []
@@ -220,7 +228,7 @@ def _pair_runs(baseline: ResultFolder, current: ResultFolder,
 def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) -> GateReport:
     report = GateReport(baseline, current, rules.source)
     checks = report.checks
-    machine_pairs = _pair_runs(baseline, current, checks)
+    machine_pairs = _pair_runs(baseline, current, checks, rules.missing_runs)
     pairs = [(b, c) for b, c, _ in machine_pairs]
     timing_pairs = [(b, c) for b, c, machine in machine_pairs if not machine]
     if any(rule.kind == "timing" for rule in rules.rules):

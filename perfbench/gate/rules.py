@@ -4,7 +4,10 @@ The rules are pydantic models (unknown and missing keys refused, `kind` picks th
 checked by the functions below, so an error names the key path and the bad value.
 
 gate.yaml holds one list, `rules`, each entry a mapping with a `kind`, and optionally `correction: holm`
-(Holm-Bonferroni over the Mann-Whitney p-values of all timing checks, for sweeps of many runs; default none):
+(Holm-Bonferroni over the Mann-Whitney p-values of all timing checks, for sweeps of many runs; default none)
+and `missing_runs: fail | skip` (default fail: a run that was ok in the baseline and has no run of the same
+run_id in the current folder fails the gate, so a truncated sweep cannot pass; skip reports it as not
+compared):
 
   timing    current vs baseline, one-sided, per run_id: relative threshold AND a test on the raw samples
   ratio     within the current folder: metric(numerator run) / metric(denominator run) >= min
@@ -14,6 +17,11 @@ gate.yaml holds one list, `rules`, each entry a mapping with a `kind`, and optio
   trace_plan  the profiled trace of every run matches its effective plan (each toggle's trace signature);
             runs without a profiled trace are not checked
 
+Numbers are checked when the rules load: every one must be finite (`.nan` and `.inf` are refused: a NaN
+threshold would pass everything), thresholds and tolerances are fractions of the baseline in [0, 1]
+(MAX_RELATIVE; 0.10 = 10 %), alpha lies in (0, 1), ratio and logit bounds are positive, and a range's min is
+not above its max.
+
 Every kind accepts `where:` (a selector: which runs the rule applies to) and `name:` (label in the summary).
 A selector maps a run field to a value, a list of values, or a range {min: x, max: y}. Fields: the RunSpec
 keys (batch_size, input_len, dtype, ...), world_size, `req.<toggle>` (requested, true/false) and
@@ -22,6 +30,7 @@ keys (batch_size, input_len, dtype, ...), world_size, `req.<toggle>` (requested,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -76,6 +85,11 @@ METRICS: dict[str, Metric] = {
 
 TESTS = ("mann_whitney", "bootstrap")
 CORRECTIONS = ("none", "holm")
+MISSING_RUNS = ("fail", "skip")  # a baseline run with no counterpart in the current folder
+# Largest relative threshold / tolerance: 1 = twice the baseline. A larger one is almost always a percentage
+# written where a fraction belongs (10 for 10 %), which would let a 11x slowdown pass.
+MAX_RELATIVE = 1.0
+TOP_LEVEL_KEYS = ("rules", "correction", "missing_runs")
 EFFECTIVE_STATES = ("on", "off", "inactive")
 _NOT_SELECTABLE = ("toggles", "parallel", "env", "expected_plan")  # mappings; toggles go through req./eff.
 SELECTOR_FIELDS = (*(f for f in RunSpec.__dataclass_fields__ if f not in _NOT_SELECTABLE),
@@ -142,8 +156,16 @@ def _logit_bounds(value: Any, where: str) -> dict[str, float]:
     return {"*": _number(value, where, low=0.0)}
 
 
+def _relative(value: Any, where: str) -> float:
+    number = _number(value, where, low=0.0)
+    if number > MAX_RELATIVE:
+        raise UserError(f"{where}: expected a fraction of the baseline in [0, {MAX_RELATIVE:g}] (0.1 = 10 %), "
+                        f"got {value!r}")
+    return number
+
+
 Name = Annotated[str, _checked(lambda v, w: _string(v, w))]
-NonNegative = Annotated[float, _checked(lambda v, w: _number(v, w, low=0.0))]
+Relative = Annotated[float, _checked(_relative)]
 Bound = Annotated[float | None, _checked(lambda v, w: _number(v, w, low=0.0, exclusive=True))]
 Flag = Annotated[bool, _checked(_bool)]
 SelectorField = Annotated[Selector, _checked(lambda v, w: parse_selector(v, w))]
@@ -155,7 +177,7 @@ class _Rule(BaseModel):
 
 class TimingRule(_Rule):
     metric: Annotated[str, _checked(_metric)]
-    threshold: NonNegative = 0.10
+    threshold: Relative = 0.10
     alpha: Annotated[float, _checked(_alpha)] = 0.01
     test: Annotated[str, _checked(_test)] = "mann_whitney"
     where: SelectorField = Field(default_factory=dict)
@@ -178,6 +200,8 @@ class RatioRule(_Rule):
     def _a_bound(self) -> RatioRule:
         if self.min is None and self.max is None:
             raise ValueError("missing key 'min' (or 'max') (kind ratio)")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min:g} is above max {self.max:g}: no ratio can pass")
         return self
 
 
@@ -188,7 +212,7 @@ class TogglesRule(_Rule):
 
 
 class OpCountRule(_Rule):
-    tolerance: NonNegative = 0.0
+    tolerance: Relative = 0.0
     per_op: Flag = True
     where: SelectorField = Field(default_factory=dict)
     name: Name = "op_count"
@@ -228,6 +252,7 @@ class GateRules:
     rules: tuple[Rule, ...]
     source: str  # file name or "default rules"
     correction: str = "none"  # multiple-comparison correction of timing p-values: none | holm
+    missing_runs: str = "fail"  # a baseline run missing from the current folder: fail | skip
 
 
 def default_rules() -> GateRules:
@@ -249,13 +274,16 @@ def load_rules(path: Path) -> GateRules:
 def parse_rules(raw: Any, source: str) -> GateRules:
     if not isinstance(raw, dict) or "rules" not in raw:
         raise UserError(f"{source}: expected a mapping with a `rules` list, e.g. rules: [{{kind: toggles}}]")
-    extra = sorted(set(raw) - {"rules", "correction"})
+    extra = sorted(set(raw) - set(TOP_LEVEL_KEYS), key=str)
     if extra:
-        raise UserError(f"{source}: unknown top-level key '{extra[0]}'; allowed: rules, correction")
+        raise UserError(f"{source}: unknown top-level key '{extra[0]}'; allowed: {', '.join(TOP_LEVEL_KEYS)}")
     correction = raw.get("correction", "none")
     if correction not in CORRECTIONS:
         raise UserError(f"{source}: correction: unknown correction {correction!r}; allowed: "
                         f"{', '.join(CORRECTIONS)}")
+    missing_runs = raw.get("missing_runs", "fail")
+    if missing_runs not in MISSING_RUNS:
+        raise UserError(f"{source}: missing_runs: expected one of {', '.join(MISSING_RUNS)}, got {missing_runs!r}")
     entries = raw["rules"]
     if not isinstance(entries, list) or not entries:
         raise UserError(f"{source}: rules: expected a non-empty list, got {entries!r}")
@@ -266,7 +294,7 @@ def parse_rules(raw: Any, source: str) -> GateRules:
         parsed = _RuleList.model_validate({"rules": entries}).rules
     except ValidationError as err:
         raise UserError(_first_error(err, entries, source)) from None
-    return GateRules(tuple(parsed), source, correction)
+    return GateRules(tuple(parsed), source, correction, missing_runs)
 
 
 def _first_error(err: ValidationError, entries: list[dict[str, Any]], source: str) -> str:
@@ -303,6 +331,8 @@ def _string(value: Any, where: str) -> str:
 def _number(value: Any, where: str, low: float, exclusive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise UserError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):  # `123 <= nan` is False: a NaN bound would silently pass everything
+        raise UserError(f"{where}: expected a finite number, got {value!r}")
     if value < low or (exclusive and value == low):
         raise UserError(f"{where}: expected a number {'>' if exclusive else '>='} {low:g}, got {value!r}")
     return float(value)
@@ -336,6 +366,9 @@ def parse_selector(raw: Any, where: str) -> Selector:
             if bad:
                 raise UserError(f"{item}: unknown range key '{bad[0]}'; allowed: min, max")
             selector[name] = {k: _number(v, f"{item}.{k}", low=float("-inf")) for k, v in value.items()}
+            if selector[name].get("min", -math.inf) > selector[name].get("max", math.inf):
+                raise UserError(f"{item}: min {selector[name]['min']:g} is above max {selector[name]['max']:g}: "
+                                "the range selects no run")
         elif name.startswith("eff."):
             values = value if isinstance(value, list) else [value]
             states = [_effective_state(v, item) for v in values]

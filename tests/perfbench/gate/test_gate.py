@@ -454,7 +454,8 @@ def test_missing_runs_and_environment_reported_not_compared(tmp_path: Path) -> N
     base_dir, cur_dir = folder(tmp_path, "b", base), folder(tmp_path, "c", cur)
     result = gate("--baseline", str(base_dir), "--current", str(cur_dir), "--summary", str(summary))
     out = result.output
-    assert "SKIP missing run=gone: in the baseline, missing from current" in out
+    # an ok baseline run the current folder lacks fails (a truncated sweep must not pass)
+    assert "FAIL missing run=gone: in the baseline, missing from current" in out
     assert "SKIP new run=fresh: in current, not in the baseline" in out
     assert "SKIP environment run=dtype: different environment (dtype float32 -> bfloat16): not compared" \
         in out
@@ -464,7 +465,7 @@ def test_missing_runs_and_environment_reported_not_compared(tmp_path: Path) -> N
     # The doubled TPOT of the mismatched runs is never compared.
     assert not re.search(r"tpot_ms run=(dtype|device)", out)
     assert re.search(r"^PASS tpot_ms run=same", out, re.M)
-    assert result.exit_code == 1  # only because of `broke`
+    assert result.exit_code == 1  # because of `broke` and `gone`
     text = summary.read_text()
     assert "### Not compared" in text and "different environment" in text and "missing from current" in text
 
