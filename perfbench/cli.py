@@ -134,12 +134,15 @@ def baseline() -> None:
 @baseline.command("save")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
 @click.argument("dest", type=click.Path())
+@click.option("--force", is_flag=True, help="Overwrite the baseline DEST already holds.")
+@click.option("--allow-failed", is_flag=True,
+              help="Save even if runs in FOLDER are not ok (error, timeout, killed); refused by default.")
 @user_errors
-def baseline_save(folder: str, dest: str) -> None:
+def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> None:
     """Record the results in FOLDER as a baseline at DEST (a folder)."""
     from perfbench.gate.engine import save_baseline
 
-    click.echo(f"baseline: {save_baseline(Path(folder), Path(dest))}")
+    click.echo(f"baseline: {save_baseline(Path(folder), Path(dest), force=force, allow_failed=allow_failed)}")
 
 
 @main.command()

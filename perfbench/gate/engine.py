@@ -328,6 +328,14 @@ def run_gate(baseline: Path, current: Path, rules: Path | None, summary: Path | 
 
 # ---- baselines -----------------------------------------------------------------------------------
 
+def _read_provenance(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _git_sha(results: list[RunResult]) -> tuple[str | None, str | None]:
     """The commit the runs recorded, else HEAD of the working tree at save time (and which one it is)."""
     recorded = {str(r.env["git_sha"]) for r in results if r.env.get("git_sha")}
@@ -343,14 +351,31 @@ def _git_sha(results: list[RunResult]) -> tuple[str | None, str | None]:
     return sha.stdout.strip() or None, "working tree at save time"
 
 
-def save_baseline(folder: Path, dest: Path) -> Path:
+def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: bool = False) -> Path:
     """Copy results.jsonl, results.csv and scenario.json from `folder` to `dest` and write baseline.json
-    (date, git sha, source folder, run statuses, the distinct run environments). Returns `dest`."""
-    source = load_folder(folder, "folder")
+    (date, git sha, source folder, run statuses, the distinct run environments). Returns `dest`.
+
+    Refused (UserError, before anything is written; errors name the command's FOLDER / DEST arguments and
+    its options): a `dest` that already holds a baseline unless `force` (`--force`), and a `folder` with runs
+    that are not ok (error, timeout, killed) unless `allow_failed` (`--allow-failed`): a baseline missing a
+    measurement gates nothing on it."""
+    source = load_result_folder(folder, f"FOLDER {folder}")
+    if not source.runs:
+        raise UserError(f"FOLDER {folder}: results.jsonl holds no runs")
     if dest.exists() and not dest.is_dir():
-        raise UserError(f"baseline dest {dest}: exists and is not a folder")
+        raise UserError(f"DEST {dest}: exists and is not a folder")
     if dest.resolve() == folder.resolve():
-        raise UserError(f"baseline dest {dest}: is the result folder itself; choose another folder")
+        raise UserError(f"DEST {dest}: is FOLDER itself; choose another folder")
+    held = [name for name in ("baseline.json", *BASELINE_FILES) if (dest / name).is_file()]
+    if held and not force:
+        saved = (_read_provenance(dest / "baseline.json") or {}).get("created_at")
+        when = f" saved {saved}" if saved else f" ({held[0]})"
+        raise UserError(f"DEST {dest}: already holds a baseline{when}; pass --force to overwrite it")
+    failed = sorted((r for r in source.runs.values() if r.status != "ok"), key=lambda r: r.run_id)
+    if failed and not allow_failed:
+        listed = ", ".join(f"{r.run_id} {r.status}" for r in failed[:3]) + (", ..." if len(failed) > 3 else "")
+        raise UserError(f"FOLDER {folder}: {len(failed)} of {len(source.runs)} runs are not ok ({listed}); "
+                        "rerun them, or pass --allow-failed to save the baseline anyway")
     dest.mkdir(parents=True, exist_ok=True)
     for name in BASELINE_FILES:
         if (folder / name).is_file():

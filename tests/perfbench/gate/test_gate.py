@@ -519,7 +519,7 @@ def test_baseline_save_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["baseline", "save", str(empty), str(tmp_path / "dest")])
     assert result.exit_code == 2 and "no results.jsonl" in result.output
     source = folder(tmp_path, "run", [make_run("r1")])
-    with pytest.raises(UserError, match="is the result folder itself"):
+    with pytest.raises(UserError, match="is FOLDER itself"):
         save_baseline(source, source)
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="not a folder"):
