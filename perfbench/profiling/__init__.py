@@ -27,6 +27,7 @@ from perfbench.profiling.tables import (
     per_phase,
     write_tables,
 )
+from perfbench.results import atomic_write_text
 
 if TYPE_CHECKING:
     from perfbench.profiling.capture import TraceCapture, capture_trace
@@ -61,11 +62,11 @@ def analyze_trace(path: Path, out_dir: Path | None) -> str:
     out = Path(out_dir) if out_dir is not None else default_tables_dir(path)
     written = write_tables(trace.events, out)
     steps = out / "per_rank_steps.csv"
-    trace_steps(trace).to_csv(steps, index=False, float_format="%.3f")
+    atomic_write_text(steps, trace_steps(trace).to_csv(index=False, float_format="%.3f"))
     written.append(steps)
     for name, table in trace.extra_tables.items():
         extra = out / f"{name}.csv"
-        table.to_csv(extra, index=False)
+        atomic_write_text(extra, table.to_csv(index=False))
         written.append(extra)
     load = load_lines(load_record_near(path))
     return "\n".join([summarize(trace, written), *load])

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfbench.profiling.events import check_events, primary_side
+from perfbench.results import atomic_write_text
 
 NONE_LABEL = "(none)"
 ALL_OPS = "(all ops)"  # the key of the total in `op_counts_per_decode_step`
@@ -183,6 +184,7 @@ def write_tables(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     paths = []
     for name, table in tables.items():
         path = out_dir / f"{name}.csv"
-        table.to_csv(path, index=False, float_format="%.3f")
+        # atomic: a full disk mid-write leaves the previous table, not a truncated one
+        atomic_write_text(path, table.to_csv(index=False, float_format="%.3f"))
         paths.append(path)
     return paths
