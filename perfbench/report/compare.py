@@ -11,9 +11,10 @@ from typing import Any
 from perfbench.analysis import stats
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_runs
+from perfbench.errors import UserError
 from perfbench.report.page import Section, Text, write_page
 from perfbench.report.table import Column, Table, format_number
-from perfbench.results import RunResult, atomic_write_text, load_folder
+from perfbench.results import ResultFolder, RunResult, atomic_write_text, load_folder
 from perfbench.run.stability import host_speed_differs
 
 
@@ -104,12 +105,28 @@ def _terminal(a: Path, b: Path, rows: list[dict[str, Any]], only_a: list[RunResu
     return "\n".join(lines)
 
 
+def _scenario_names(folder: ResultFolder) -> list[str]:
+    """The sweep's scenario (scenario.json), else the scenarios its runs name."""
+    name = (folder.scenario or {}).get("name")
+    return [str(name)] if name else sorted({r.spec.scenario for r in folder.results}) or ["(none)"]
+
+
 def compare_folders(a: Path, b: Path, out: Path, bands: dict[str, float] | None = None) -> str:
     """Write out/compare.html and out/compare.csv (+ compare_summary.csv, compare_unmatched.csv); return the
     terminal table."""
     a, b, out = Path(a), Path(b), Path(out)
-    runs_a, runs_b = load_folder(a).results, load_folder(b).results
+    folder_a, folder_b = load_folder(a), load_folder(b)
+    runs_a, runs_b = folder_a.results, folder_b.results
     matches, only_a, only_b = match_runs(runs_a, runs_b)
+    names = [_scenario_names(folder) for folder in (folder_a, folder_b)]
+    if names[0] != names[1]:
+        what = f"A ran scenario {', '.join(names[0])} but B ran scenario {', '.join(names[1])}"
+        if not matches:  # not "(no matched runs)": the folders answer different questions
+            raise UserError(f"compare: {what}, and no run of B has the shape and toggles of a run of A; compare "
+                            f"two result folders of the same scenario")
+        different = f"note: {what}; only runs with the same shape and toggles are compared"
+    else:
+        different = ""
     rows = _rows(matches, bands)
     columns = [Column("run"), Column("metric"), Column("a", "A"), Column("b", "B"),
                Column("ratio", "B/A", ci=("ci_lo", "ci_hi")), Column("p_value", "p (Mann-Whitney)"),
@@ -147,5 +164,6 @@ def compare_folders(a: Path, b: Path, out: Path, bands: dict[str, float] | None 
                [overview, per_run, unmatched], owned_csvs="compare*.csv")
     if not rows:  # compare.csv always exists, even when nothing matched
         atomic_write_text(out / "compare.csv", Table("compare", columns).csv_text())
-    return _terminal(a, b, rows, only_a, only_b)
+    terminal = _terminal(a, b, rows, only_a, only_b)
+    return f"{different}\n{terminal}" if different else terminal
 
