@@ -26,9 +26,20 @@ LAYOUT = {"qwen3_5_35b_ep8": "parallel_config.moe_tp_size=1", "qwen3_5_122b_tp8"
 PLATFORM = {"qwen3_5_35b_ep8": "910b", "qwen3_5_122b_tp8": "950", "qwen3_5_397b_tp16": "910_93", SHIPPED[3]: "910_93"}
 
 
+# the preset of each shipped scenario's checkpoint, for a dry run without the checkpoint
+PRESET = {"qwen3_5_35b_ep8": "qwen3.5-35b-a3b", "qwen3_5_122b_tp8": "qwen3.5-122b-a10b",
+          "qwen3_5_397b_tp16": "qwen3.5-397b-a17b", SHIPPED[3]: "qwen3.5-35b-a3b"}
+
+
 @pytest.mark.parametrize("scenario", SHIPPED, ids=lambda s: Path(s).stem)
 def test_dry_runs_as_shipped(scenario: str) -> None:
-    proc = perfbench("run", scenario, "--dry-run", timeout=300)
+    # without its checkpoint a dry run fails as the real run would; with the preset of that model it plans
+    # (the recipe YAML's device is auto: npu is named so the plan is the device's, not this host's)
+    missing = perfbench("run", scenario, "--dry-run", timeout=300)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "/data/models/" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1, missing.stderr[-2000:]
+    proc = perfbench("run", scenario, "--dry-run", "--set", f"perfbench.model={PRESET[scenario]}", "--set",
+                     "perfbench.device=npu", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "b" in proc.stdout and "run id" in proc.stdout
 
