@@ -17,7 +17,7 @@ from perfbench.errors import UserError
 from perfbench.profiling.ascend_kernels import KernelDetails, kernel_events, read_kernel_details
 from perfbench.profiling.chrome import gc_paused, read_trace_json
 from perfbench.profiling.communication import read_communication, read_communication_matrix
-from perfbench.profiling.events import concat_events, empty_events
+from perfbench.profiling.events import SkippedEvents, concat_events, empty_events
 from perfbench.profiling.trace_view import TraceView, host_events, read_trace_view, task_events
 
 OUTPUT_FOLDER = "ASCEND_PROFILER_OUTPUT"
@@ -156,6 +156,22 @@ def _read_csv(path: Path, columns: dict[str, str], rank: int) -> pd.DataFrame:
     return table
 
 
+def _read_view(path: Path, tag: str, notes: list[str]) -> TraceView:
+    """A trace_view.json's events; skipped events become a note, a malformed or wholly unusable file a
+    one-line UserError naming it."""
+    skipped = SkippedEvents()
+    with gc_paused():
+        data = read_trace_json(path)
+        try:
+            view = read_trace_view(data, skipped)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
+            raise UserError(f"{path}: malformed trace_view.json ({type(err).__name__}: {err})") from None
+    if skipped.total and not view.tasks and not view.host_names:
+        raise UserError(f"{path}: no usable trace event; skipped {skipped.summary()}")
+    notes += [f"{tag}: {note}" for note in skipped.notes(path)]
+    return view
+
+
 def parse_ascend_dir(path: Path | str) -> AscendProfile:
     """Parse an Ascend profiler folder (one rank or a parent of several rank folders) into an AscendProfile.
 
@@ -192,8 +208,7 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
         if not has_kernels:
             levels.append(level or "unknown")
             if has_trace:
-                with gc_paused():
-                    views.append((folder, read_trace_view(read_trace_json(out / "trace_view.json"))))
+                views.append((folder, _read_view(out / "trace_view.json", tag, profile.notes)))
                 host_views.append(views[-1])
                 profile.notes.append(f"{tag}: kernels read from trace_view.json (no op types: "
                                      "categories come from kernel names)")
@@ -204,13 +219,11 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
         for col in details.all_na_columns:
             profile.notes.append(f"{tag}: kernel_details.csv `{col}` is N/A on every row (Level0?)"
                                  + ("; categories come from kernel names" if col == "Type" else ""))
-        if details.dropped_rows:
-            profile.notes.append(
-                f"{tag}: skipped {details.dropped_rows} kernel row(s) without start or duration")
+        profile.notes += [f"{tag}: {note.replace(' event', ' kernel row', 1)}"
+                          for note in details.skipped.notes(details.path)]
         scopes: dict = {}
         if has_trace:
-            with gc_paused():
-                view = read_trace_view(read_trace_json(out / "trace_view.json"))
+            view = _read_view(out / "trace_view.json", tag, profile.notes)
             scopes = view.scope_by_start()
             host_views.append((folder, view))
             if view.tasks and view.attributed < len(view.tasks):

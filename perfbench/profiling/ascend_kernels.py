@@ -4,7 +4,9 @@ The file has no fixed schema (profiler_formats.md 3.1): columns are found by hea
 (`Block Dim`/`Block Num`, `Mix Block Dim`/`Mix Block Num`, `Step Id`/`Step ID`, and CANN op_summary
 names), and `Device_id`, `Step Id`, `OP State`, `HF32 Eligible`, shapes and PMU columns are optional. `N/A`
 and empty cells are null. At Level0 `Type` and `Accelerator Core` are `N/A`, so categories come from kernel
-names.
+names. A row whose start or duration cannot be used (missing, not a number, non-finite, negative, beyond
+`events.MAX_TIME_US`: a truncated or corrupt file) is skipped and counted (`KernelDetails.skipped`, reported
+as a note naming the first such row); an empty file, or one whose every row is unusable, is a UserError.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from perfbench.errors import UserError
 from perfbench.profiling.categories import categorize
-from perfbench.profiling.events import events_from_columns, us_text_to_ns
+from perfbench.profiling.events import SkippedEvents, events_from_columns, time_problem, us_text_to_ns
 from perfbench.profiling.scopes import EMPTY_SCOPE, Scope, scope_columns
 
 # Older or CANN op_summary header -> the current torch_npu name (torch_npu doc, kernel_details Table 1).
@@ -48,6 +50,7 @@ class KernelDetails:
     missing_columns: list[str] = field(default_factory=list)
     all_na_columns: list[str] = field(default_factory=list)
     dropped_rows: int = 0  # rows without a usable start or duration
+    skipped: SkippedEvents = field(default_factory=SkippedEvents)  # those rows by reason, with the first
 
 
 def _clean_text(series: pd.Series) -> pd.Series:
@@ -60,7 +63,10 @@ def read_kernel_details(path: Path) -> KernelDetails:
     """Read one kernel_details.csv (any known header variant); UserError if a required column is absent."""
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
+    except pd.errors.EmptyDataError:
+        raise UserError(f"{path}: empty file ({path.stat().st_size} bytes): no kernel_details.csv header "
+                        "or rows (an interrupted profiler export?)") from None
+    except (OSError, ValueError, UnicodeDecodeError) as err:  # ParserError is a ValueError
         raise UserError(f"{path}: cannot read kernel_details.csv ({str(err).splitlines()[0]})") from None
     raw.columns = [HEADER_ALIASES.get(c.strip(), c.strip()) for c in raw.columns]
     missing_required = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
@@ -76,13 +82,23 @@ def read_kernel_details(path: Path) -> KernelDetails:
         table[col] = values
     starts = table["Start Time(us)"]
     durations = pd.to_numeric(table["Duration(us)"], errors="coerce")
-    usable = starts.notna() & durations.notna()
+    skipped = SkippedEvents()
+    keep = []
+    for i, (start, duration, name) in enumerate(zip(starts.tolist(), durations.tolist(), table["Name"].tolist())):
+        problem = time_problem(start if isinstance(start, str) else None, duration)
+        if problem is not None:
+            column = "Start Time(us)" if problem.startswith("ts ") else "Duration(us)"
+            skipped.add(f"{column} {problem.split(' ', 1)[1]}", f"line {i + 2} {name!r}")  # line 1: header
+        keep.append(problem is None)
+    usable = pd.Series(keep, index=table.index, dtype=bool)
+    if skipped.total and not usable.any():
+        raise UserError(f"{path}: no usable kernel row; skipped {skipped.summary()}")
     table = table[usable].reset_index(drop=True)
     table["Duration(us)"] = durations[usable].to_numpy(dtype=float)
     table["start_ns"] = np.asarray([us_text_to_ns(s) for s in table["Start Time(us)"]], dtype=np.int64)
     missing = [c for c in EXPECTED_COLUMNS if c not in table.columns]
     all_na = [c for c in EXPECTED_COLUMNS if c in table.columns and len(table) and table[c].isna().all()]
-    return KernelDetails(path, table, missing, all_na, int((~usable).sum()))
+    return KernelDetails(path, table, missing, all_na, skipped.total, skipped)
 
 
 def _lookup_scope(scopes: dict[int, Scope], start_ns: int) -> Scope:

@@ -7,6 +7,10 @@ launched it, found through `correlation` (the launching runtime call) or else `E
 cpu_op).
 
 A JSON array (torch_npu's trace_view.json) is handed to `trace_view.trace_view_events`.
+
+Events that cannot be used (not an object, no `ph`, a `ts` / `dur` that is missing, non-finite, negative or
+beyond `events.MAX_TIME_US`) are skipped and counted in a `SkippedEvents` (reported as notes); a trace with
+nothing usable is a one-line UserError naming the file and the first bad event.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import pandas as pd
 
 from perfbench.errors import UserError
 from perfbench.profiling.categories import categorize
-from perfbench.profiling.events import events_from_columns, us_text_to_ns
+from perfbench.profiling.events import SkippedEvents, event_label, events_from_columns, time_problem, us_text_to_ns
 from perfbench.profiling.scopes import (
     EMPTY_SCOPE,
     OP,
@@ -53,6 +57,11 @@ DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "mpi:", "hccl:", "ucc:")
 
 
+class NotATrace(UserError):
+    """Valid JSON that is not a chrome trace (no `traceEvents` list, not an event array): in a folder of
+    files, such a file is passed over, where a trace that fails to parse is reported."""
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: building millions of small dicts and tuples (which hold no cycles)
@@ -72,18 +81,25 @@ def read_trace_json(path: Path) -> Any:
         raw = gzip.open(path, "rb").read() if path.name.endswith(".gz") else path.read_bytes()
     except (OSError, EOFError) as err:
         raise UserError(f"{path}: cannot read the trace ({err})") from None
+    if not raw.strip():
+        raise UserError(f"{path}: empty file ({len(raw)} bytes): not a trace")
     try:
         return _orjson.loads(raw) if _orjson is not None else json.loads(raw)
     except ValueError as err:
+        if _orjson is not None:  # orjson refuses NaN / Infinity, which json (and torch) write: the stdlib decides
+            with contextlib.suppress(ValueError):
+                return json.loads(raw)
         raise UserError(f"{path}: not a JSON trace ({str(err).splitlines()[0]})") from None
 
 
-def parse_chrome_trace(path: Path | str, rank: int | None = None) -> pd.DataFrame:
+def parse_chrome_trace(path: Path | str, rank: int | None = None,
+                       skipped: SkippedEvents | None = None) -> pd.DataFrame:
     """Parse a Kineto chrome trace (.json / .json.gz) or a torch_npu trace_view.json into the events table.
 
     Args:
         path: the trace file.
         rank: override the rank (default: Kineto `distributedInfo.rank`, else 0).
+        skipped: collects the events that could not be used (see the module docstring).
 
     Returns:
         The events table (`events.COLUMNS`): host ops with exclusive µs, device kernels with their µs, all
@@ -91,6 +107,7 @@ def parse_chrome_trace(path: Path | str, rank: int | None = None) -> pd.DataFram
         ts are relative to `baseTimeNanoseconds` give the same table.
     """
     path = Path(path)
+    skipped = SkippedEvents() if skipped is None else skipped
     with gc_paused():
         data = read_trace_json(path)
         if isinstance(data, dict) and isinstance(data.get("traceEvents"), list):
@@ -101,14 +118,17 @@ def parse_chrome_trace(path: Path | str, rank: int | None = None) -> pd.DataFram
         elif isinstance(data, list):
             events, parse = data, trace_view_events
         else:
-            raise UserError(f"{path}: not a chrome trace (no `traceEvents` list)")
+            raise NotATrace(f"{path}: not a chrome trace (no `traceEvents` list)")
         try:
-            return parse(events, rank=rank or 0)
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            table = parse(events, rank=rank or 0, skipped=skipped)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
             # UserError is a ValueError: let a precise message from below through unchanged.
             if isinstance(err, UserError):
                 raise
             raise UserError(f"{path}: malformed trace event ({type(err).__name__}: {err})") from None
+    if skipped.total and not len(table):
+        raise UserError(f"{path}: no usable trace event; skipped {skipped.summary()}")
+    return table
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -138,8 +158,11 @@ def _durations_ns(durs: list[Any]) -> np.ndarray:
     return np.rint(np.asarray(durs, dtype=np.float64) * 1000.0).astype(np.int64)
 
 
-def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataFrame:
-    """The events table of a Kineto `traceEvents` list (see `parse_chrome_trace`)."""
+def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
+                  skipped: SkippedEvents | None = None) -> pd.DataFrame:
+    """The events table of a Kineto `traceEvents` list (see `parse_chrome_trace`); unusable events are left
+    out and counted in `skipped`."""
+    skipped = SkippedEvents() if skipped is None else skipped
     threads: dict[tuple[Any, Any], int] = {}
     h_thread: list[int] = []
     h_tid: list[str] = []
@@ -157,12 +180,25 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataF
     d_corr: list[Any] = []
     host_categories, device_categories = HOST_CATEGORIES, DEVICE_CATEGORIES
     launch_categories = LAUNCH_CATEGORIES
-    for event in trace_events:
-        if event.get("ph") != "X":
+    for index, event in enumerate(trace_events):
+        if not isinstance(event, dict):
+            skipped.add("not an object", event_label(index, event))
+            continue
+        ph = event.get("ph")
+        if ph != "X":
+            if ph is None:
+                skipped.add("no ph (event phase)", event_label(index, event))
             continue
         cat = event.get("cat")
+        if cat in host_categories or cat in device_categories:
+            problem = time_problem(event.get("ts"), event.get("dur", 0))
+            if problem is None and not isinstance(event.get("args") or {}, dict):
+                problem = "args is not an object"
+            if problem is not None:
+                skipped.add(problem, event_label(index, event))
+                continue
         if cat in host_categories:
-            name = event.get("name", "")
+            name = str(event.get("name", ""))
             if is_context_range(name):
                 kind = SCOPE
             elif cat == "user_annotation":
@@ -186,7 +222,7 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataF
             args = event.get("args") or {}
             d_ts.append(event["ts"])
             d_dur.append(event.get("dur", 0))
-            d_name.append(event.get("name", ""))
+            d_name.append(str(event.get("name", "")))
             d_stream.append(str(args.get("stream", event.get("tid"))))
             d_ext.append(args.get("External id"))
             d_corr.append(args.get("correlation"))

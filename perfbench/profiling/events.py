@@ -21,7 +21,10 @@ One row per op execution:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -108,3 +111,67 @@ def us_text_to_ns(text: str | float | int) -> int:
         return int((Decimal(cleaned) * 1000).to_integral_value())
     except InvalidOperation:
         raise ValueError(f"not a µs timestamp: {text!r}") from None
+
+
+# Largest timestamp or duration a trace may hold, in µs: its ns must fit int64 (9.2e18), which every parser
+# converts to. Epoch µs of today are 1.7e15; a larger value is corrupt and would wrap around silently.
+MAX_TIME_US = 9.0e15
+
+
+def time_problem(ts: Any, dur: Any) -> str | None:
+    """Why a trace event's `ts` / `dur` (µs: numbers, or text for ts and dur as profilers write them) cannot
+    be used, or None. Durations must be finite and within [0, MAX_TIME_US], timestamps within [0,
+    MAX_TIME_US]."""
+    if isinstance(dur, str):
+        try:
+            dur = float(dur)
+        except ValueError:
+            return "dur is not a number"
+    if type(dur) is not float and type(dur) is not int:  # bool and null are not durations
+        return "dur is not a number"
+    if not 0 <= dur <= MAX_TIME_US:  # NaN fails both comparisons
+        return "dur is non-finite, negative or out of range"
+    if isinstance(ts, str):
+        try:
+            ns = us_text_to_ns(ts)
+        except ValueError:
+            return "ts is not a timestamp"
+        return None if 0 <= ns <= MAX_TIME_US * 1000 else "ts is negative or out of range"
+    if type(ts) is not float and type(ts) is not int:
+        return "ts is missing or not a number"
+    if not 0 <= ts <= MAX_TIME_US:
+        return "ts is non-finite, negative or out of range"
+    return None
+
+
+@dataclass
+class SkippedEvents:
+    """Events a parser could not use, counted by reason with the first of each: reported to the user (a note
+    per reason), never dropped silently."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    first: dict[str, str] = field(default_factory=dict)
+
+    def add(self, reason: str, where: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        self.first.setdefault(reason, where)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def notes(self, path: Path) -> list[str]:
+        """One line per reason: `<file>: skipped N event(s): <reason> (first: <event>)`."""
+        return [f"{path.name}: skipped {n} event{'s' if n != 1 else ''}: {reason} (first: {self.first[reason]})"
+                for reason, n in self.counts.items()]
+
+    def summary(self) -> str:
+        """All reasons in one phrase, for an error when nothing was usable."""
+        return "; ".join(f"{n} ({reason}; first: {self.first[reason]})" for reason, n in self.counts.items())
+
+
+def event_label(index: int, event: Any) -> str:
+    """`event #index 'name'` (or the raw value, shortened) for a note or an error."""
+    if isinstance(event, dict):
+        return f"event #{index} {str(event.get('name', ''))[:60]!r}"
+    return f"event #{index} {event!r:.60}"

@@ -11,9 +11,9 @@ import pandas as pd
 from perfbench.errors import UserError
 from perfbench.profiling.ascend import find_rank_folders, parse_ascend_dir
 from perfbench.profiling.ascend_kernels import op_time_by_shape
-from perfbench.profiling.chrome import parse_chrome_trace
+from perfbench.profiling.chrome import NotATrace, parse_chrome_trace
 from perfbench.profiling.communication import link_bandwidth
-from perfbench.profiling.events import concat_events
+from perfbench.profiling.events import SkippedEvents, concat_events
 
 NOT_A_TRACE = ("expected a torch profiler trace (.json / .json.gz), a torch_npu trace_view.json, a "
                "kernel_details.csv or an Ascend profiler folder (*_ascend_pt)")
@@ -58,14 +58,29 @@ def _load_ascend(path: Path) -> LoadedTrace:
                        {k: v for k, v in extra.items() if not v.empty}, profile.level, profile.ranks)
 
 
+def _load_chrome_file(path: Path) -> LoadedTrace:
+    skipped = SkippedEvents()
+    events = parse_chrome_trace(path, skipped=skipped)
+    return LoadedTrace(path, "chrome", events, notes=skipped.notes(path))
+
+
 def _load_chrome_folder(path: Path) -> LoadedTrace | None:
+    """The chrome trace files of a folder, one per rank; None when it holds none. A file that fails is a
+    note while others parse, and the error itself (naming the file) when none does."""
     files = sorted(p for p in path.iterdir() if p.is_file() and _is_chrome_file(p))
-    frames, notes = [], []
+    frames, notes, errors = [], [], []
     for file in files:
+        skipped = SkippedEvents()
         try:
-            frames.append(parse_chrome_trace(file))
+            frames.append(parse_chrome_trace(file, skipped=skipped))
         except UserError as err:
+            if not isinstance(err, NotATrace):  # a trace that failed to parse, not some other JSON file
+                errors.append(err)
             notes.append(f"skipped {file.name}: {str(err).removeprefix(f'{file}: ')}")
+        notes += skipped.notes(file)
+    if not frames and errors:
+        raise UserError(f"{errors[0]}" + (f" (and {len(errors) - 1} more trace files failed)"
+                                          if len(errors) > 1 else ""))
     if not frames:
         return None
     ranks = [int(f["rank"].iloc[0]) for f in frames if len(f)]
@@ -88,7 +103,7 @@ def load_trace(path: Path | str) -> LoadedTrace:
         raise UserError(f"{path}: no such file or folder")
     if path.is_file():
         if _is_chrome_file(path):
-            return LoadedTrace(path, "chrome", parse_chrome_trace(path))
+            return _load_chrome_file(path)
         if path.name == "kernel_details.csv":
             return _load_ascend(path.parent)
         raise UserError(f"{path}: not a trace; {NOT_A_TRACE}")

@@ -6,6 +6,9 @@ DMA tasks are not kernels) and the collective ops on the `Group ... Communicatio
 task (pid, tid, ts), its start the issuing `cpu_op` at the same (pid, tid, ts); on NPU, record_function
 ranges (`pb|...`, `ProfilerStep#N`) are `cpu_op`s too, so the issuing op's enclosing ranges give
 phase/layer/module (profiler_formats.md sections 0.5 and 5.1).
+
+Events that cannot be used (not an object; an X event whose ts / dur is not a usable time, see
+`events.time_problem`; a flow event without a usable ts) are skipped and counted in a `SkippedEvents`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ import numpy as np
 import pandas as pd
 
 from perfbench.profiling.categories import categorize
-from perfbench.profiling.events import concat_events, events_from_columns, us_text_to_ns
+from perfbench.profiling.events import (
+    SkippedEvents,
+    concat_events,
+    event_label,
+    events_from_columns,
+    time_problem,
+    us_text_to_ns,
+)
 from perfbench.profiling.scopes import (
     EMPTY_SCOPE,
     OP,
@@ -68,9 +78,26 @@ class TraceView:
         return {t.start_ns: t.scope for t in self.tasks if t.scope is not None}
 
 
-def read_trace_view(trace_events: list[dict[str, Any]]) -> TraceView:
+def read_trace_view(trace_events: list[dict[str, Any]], skipped: SkippedEvents | None = None) -> TraceView:
     """Index a trace_view.json event list: host cpu_ops with context and self time, device tasks with
-    context."""
+    context. Unusable events are left out and counted in `skipped`."""
+    skipped = SkippedEvents() if skipped is None else skipped
+    if not isinstance(trace_events, list):
+        raise ValueError(f"expected a JSON array of events, got {type(trace_events).__name__}")
+    usable: list[dict[str, Any]] = []
+    for index, event in enumerate(trace_events):
+        if not isinstance(event, dict):
+            skipped.add("not an object", event_label(index, event))
+        elif not isinstance(event.get("args") or {}, dict):
+            skipped.add("args is not an object", event_label(index, event))
+        elif event.get("ph") in ("X", "s", "f") and (
+                problem := time_problem(event.get("ts"), event.get("dur", 0) if event.get("ph") == "X" else 0)):
+            skipped.add(problem, event_label(index, event))
+        elif event.get("ph") is None:
+            skipped.add("no ph (event phase)", event_label(index, event))
+        else:
+            usable.append(event)
+    trace_events = usable
     process_names: dict[Any, str] = {}
     thread_names: dict[tuple[Any, Any], str] = {}
     for event in trace_events:
@@ -107,7 +134,7 @@ def read_trace_view(trace_events: list[dict[str, Any]]) -> TraceView:
             thread = threads.get((pid, tid))
             if thread is None:
                 thread = threads[(pid, tid)] = len(threads)
-            name = event.get("name", "")
+            name = str(event.get("name", ""))
             start = us_text_to_ns(event["ts"])
             h_thread.append(thread)
             h_key.append((pid, tid, start))
@@ -199,12 +226,13 @@ def host_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:
                   view.host_self_us, view.host_stream, rank, origin_ns)
 
 
-def trace_view_events(trace_events: list[dict[str, Any]], rank: int = 0) -> pd.DataFrame:
+def trace_view_events(trace_events: list[dict[str, Any]], rank: int = 0,
+                      skipped: SkippedEvents | None = None) -> pd.DataFrame:
     """The events table of a trace_view.json: host cpu_ops (exclusive µs) and device tasks (µs).
 
     Categories of device tasks come from their names (the trace has no op Type); kernel_details.csv, when it
     exists, is the better source (see `ascend.parse_ascend_dir`).
     """
-    view = read_trace_view(trace_events)
+    view = read_trace_view(trace_events, skipped)
     origin = min(view.host_start_ns + [t.start_ns for t in view.tasks], default=0)
     return concat_events([host_events(view, rank, origin), task_events(view, rank, origin)])
