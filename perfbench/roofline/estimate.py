@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import csv
 import dataclasses
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from model.optimizations import TOGGLE_NAMES, TOGGLES, Plan
 from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import compact, plan_sweep
 from perfbench.errors import UserError
+from perfbench.results import atomic_write_text
 from perfbench.roofline.peaks import DevicePeaks, device_peaks
 from perfbench.roofline.pricing import PhaseEstimate, estimate_model
 
@@ -219,37 +221,37 @@ def render(scenario: Scenario, peaks: DevicePeaks, plans: list[PlanEstimate], ef
     return "\n".join(lines)
 
 
+def _write_rows(path: Path, header: list[str], rows: list[list[object]]) -> None:
+    """One CSV, written atomically: a failure mid-write (a full disk) leaves the previous file."""
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
 def write_csv(out_dir: Path, plans: list[PlanEstimate], effects: list[ToggleEffect]) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     plan_path, cat_path, eff_path = (out_dir / "estimate.csv", out_dir / "estimate_categories.csv",
                                      out_dir / "estimate_toggles.csv")
-    with plan_path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["plan", "batch", "input_len", "output_len", "ragged", "toggles", "ttft_ms", "tpot_ms",
-                    "prefill_compute_ms", "prefill_memory_ms", "prefill_comm_ms", "decode_compute_ms",
-                    "decode_memory_ms", "decode_comm_ms", "prefill_launches", "decode_launches", "graph_mode"])
-        for p in plans:
-            w.writerow([p.label, p.batch, p.input_len, p.output_len, p.ragged, p.toggles, f"{p.ttft_ms:.6f}",
-                        f"{p.tpot_ms:.6f}", *(f"{x * 1e3:.6f}" for x in (
-                            p.prefill.compute_s, p.prefill.memory_s, p.prefill.comm_s, p.decode.compute_s,
-                            p.decode.memory_s, p.decode.comm_s)),
-                        f"{p.prefill.launches:.1f}", f"{p.decode.launches:.1f}", p.graph_mode])
-    with cat_path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["plan", "batch", "input_len", "phase", "category", "flops", "bytes", "wire_bytes",
-                    "compute_ms", "memory_ms", "comm_ms", "roofline_ms", "launches"])
-        for p in plans:
-            for est in (p.prefill, p.decode):
-                for c in est.categories:
-                    w.writerow([p.label, p.batch, p.input_len, c.phase, c.category, f"{c.flops:.0f}", f"{c.bytes:.0f}",
-                                f"{c.wire_bytes:.0f}", f"{c.compute_s * 1e3:.6f}", f"{c.memory_s * 1e3:.6f}",
-                                f"{c.comm_s * 1e3:.6f}", f"{c.roofline_s * 1e3:.6f}", f"{c.launches:.1f}"])
-    with eff_path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["toggle", "ttft_ms_saved", "tpot_ms_saved", "decode_launches_saved", "note"])
-        for e in effects:
-            w.writerow([e.toggle, f"{e.ttft_ms_saved:.6f}", f"{e.tpot_ms_saved:.6f}",
-                        f"{e.decode_launches_saved:.1f}", e.note])
+    _write_rows(plan_path, ["plan", "batch", "input_len", "output_len", "ragged", "toggles", "ttft_ms", "tpot_ms",
+                            "prefill_compute_ms", "prefill_memory_ms", "prefill_comm_ms", "decode_compute_ms",
+                            "decode_memory_ms", "decode_comm_ms", "prefill_launches", "decode_launches",
+                            "graph_mode"],
+                [[p.label, p.batch, p.input_len, p.output_len, p.ragged, p.toggles, f"{p.ttft_ms:.6f}",
+                  f"{p.tpot_ms:.6f}", *(f"{x * 1e3:.6f}" for x in (
+                      p.prefill.compute_s, p.prefill.memory_s, p.prefill.comm_s, p.decode.compute_s,
+                      p.decode.memory_s, p.decode.comm_s)),
+                  f"{p.prefill.launches:.1f}", f"{p.decode.launches:.1f}", p.graph_mode] for p in plans])
+    _write_rows(cat_path, ["plan", "batch", "input_len", "phase", "category", "flops", "bytes", "wire_bytes",
+                           "compute_ms", "memory_ms", "comm_ms", "roofline_ms", "launches"],
+                [[p.label, p.batch, p.input_len, c.phase, c.category, f"{c.flops:.0f}", f"{c.bytes:.0f}",
+                  f"{c.wire_bytes:.0f}", f"{c.compute_s * 1e3:.6f}", f"{c.memory_s * 1e3:.6f}",
+                  f"{c.comm_s * 1e3:.6f}", f"{c.roofline_s * 1e3:.6f}", f"{c.launches:.1f}"]
+                 for p in plans for est in (p.prefill, p.decode) for c in est.categories])
+    _write_rows(eff_path, ["toggle", "ttft_ms_saved", "tpot_ms_saved", "decode_launches_saved", "note"],
+                [[e.toggle, f"{e.ttft_ms_saved:.6f}", f"{e.tpot_ms_saved:.6f}", f"{e.decode_launches_saved:.1f}",
+                  e.note] for e in effects])
     return [plan_path, cat_path, eff_path]
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,22 @@ def test_estimate_bad_input_is_one_line(tmp_path: Path) -> None:
     assert unsourced.exit_code == 2 and "bfloat16" in unsourced.output
 
 
+
+
+def test_estimate_out_is_checked_first_and_a_full_disk_keeps_the_previous_csvs(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "file").write_text("x")
+    under_a_file = CliRunner().invoke(main, ["estimate", "qwen3_5_35b_ep8", "--out", str(tmp_path / "file" / "o")])
+    assert under_a_file.exit_code == 2 and under_a_file.stderr.startswith("error: --out ")
+    assert len(under_a_file.stderr.strip().splitlines()) == 1 and "is a file, not a folder" in under_a_file.stderr
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, ["estimate", "qwen3_5_35b_ep8", "--out", str(out)]).exit_code == 0
+    before = {p: p.read_bytes() for p in out.glob("*.csv")}
+    assert len(before) == 3
+
+    def fsync(fd: int) -> None:  # every atomic write fails at its last step, as on a full disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    full = CliRunner().invoke(main, ["estimate", "qwen3_5_35b_ep8", "--out", str(out)])
+    assert full.exit_code == 2 and "No space left on device" in full.stderr and "Traceback" not in full.output
+    assert {p: p.read_bytes() for p in out.glob("*.csv")} == before and not list(out.glob(".*.tmp"))
