@@ -35,7 +35,7 @@ from perfbench.results import SUMMARY_KEYS, RunResult, WorkloadShape
 # of a ratio of medians can be computed. Other metrics get point estimates only.
 SAMPLE_KEYS: dict[str, str] = {"ttft_ms_median": "ttft_ms", "tpot_ms_median": "tpot_ms"}
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"prefill_tok_s", "decode_tok_s"})
-CI_LEVEL = 0.95
+CI_LEVEL = stats.CI_LEVEL
 
 
 def higher_is_better(metric: str) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
+CI_LEVEL = 0.95  # every interval perfbench reports, unless a rule asks for another level
 ALTERNATIVES = ("two-sided", "greater", "less")
 # Beyond this many pairs the exact U distribution costs more than it is worth; the normal approximation is
 # then within ~1e-3 of it.

@@ -11,7 +11,7 @@ from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
 
-CI_LEVEL = 0.95
+CI_LEVEL = stats.CI_LEVEL
 # (summary prefix, raw sample key) of the two latencies the worker times.
 LATENCIES = (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"))
 

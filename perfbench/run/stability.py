@@ -47,7 +47,7 @@ MAX_FREQ_SPREAD = 0.10  # (max - min) / max of the mean CPU clock sampled before
 HOST_SPEED_TOLERANCE = 0.15
 MAX_MEM_PRESSURE = 10.0  # percent of the last 10 s some task stalled on memory
 MIN_MEM_AVAILABLE = 0.05  # share of MemTotal
-CI_LEVEL = 0.95
+CI_LEVEL = stats.CI_LEVEL
 PROBE_SAMPLES = "host_probe_ms"  # the probe readings of a run (perfbench/run/measure.py)
 
 PROC = Path("/proc")
