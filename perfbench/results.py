@@ -57,13 +57,15 @@ CSV_COLUMNS = (
 )
 
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Versions of a result record (one line of results.jsonl, or result.json):
 #   1  no `schema_version` key; otherwise the fields of version 2 without `spec.expected_plan`
 #   2  `schema_version`, `spec.expected_plan` (the runner's resolved plan, checked by the worker)
 #   3  samples.tpot_ms one per iteration (samples.tpot_steps_ms: every step); stop_reason, stability; spec
 #      adaptive-stopping and round fields
 #   4  expert_load: per-expert MoE routing counts (perfbench/analysis/expert_load.py); {} in older records
+#   5  blocks (interleaved block indices, perfbench/run/blocks.py), spec.timing and spec.block_group; older
+#      records were timed on their own: {}, "separate", ""
 # `migrate` brings an older record up to SCHEMA_VERSION; a newer one is refused.
 
 
@@ -169,6 +171,10 @@ class RunSpec:
     round: int = 1  # interleaved rounds: this run's round (1-based) ...
     rounds: int = 1  # ... of how many
     combination: str = ""  # the run_id shared by every round of this combination ("" = run_id)
+    # "blocks": timed in interleaved blocks with the other runs of `block_group` (perfbench/run/blocks.py);
+    # "separate": timed on its own (its own window; rounds interleave the runs)
+    timing: str = "separate"
+    block_group: str = ""
     profile: bool = True
     numerics_check: bool = True
     timeout_s: float = 600.0
@@ -298,6 +304,9 @@ class RunResult:
     stability: dict[str, Any] = field(default_factory=dict)
     # per-expert routing counts of every MoE layer (perfbench/analysis/expert_load.py); {} when not recorded
     expert_load: dict[str, Any] = field(default_factory=dict)
+    # interleaved blocks (perfbench/run/blocks.py): {"group", "process", "index": block per timed iteration,
+    # "runs", "blocks"}; {} for a run timed on its own
+    blocks: dict[str, Any] = field(default_factory=dict)
 
     # ---- views -----------------------------------------------------------------------------------
     def shape(self) -> WorkloadShape:
@@ -394,8 +403,8 @@ def migrate(raw: dict[str, Any], where: str = "result") -> dict[str, Any]:
     if version > SCHEMA_VERSION:
         raise ValueError(f"{where}: schema_version {version} is newer than this perfbench reads "
                          f"({SCHEMA_VERSION}); upgrade perfbench to read it")
-    # 1 -> 2, 3 -> 4: only added fields (schema_version, spec.expected_plan; expert_load), whose defaults say
-    # "not recorded".
+    # 1 -> 2, 3 -> 4, 4 -> 5: only added fields (schema_version, spec.expected_plan; expert_load; blocks,
+    # spec.timing, spec.block_group), whose defaults say "not recorded" or "timed on its own".
     if version < 3:
         raw = {**raw, "samples": _per_iteration_tpot(raw)}
     return {**raw, "schema_version": SCHEMA_VERSION}

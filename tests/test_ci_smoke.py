@@ -36,6 +36,9 @@ def test_smoke_scenario_runs_and_passes_the_gate(tmp_path):
         # the host-speed probe ran once before each timed iteration
         assert len(r["samples"]["host_probe_ms"]) == len(r["samples"]["ttft_ms"]) == 5
         assert r["summary"]["host_speed_change"] >= 0
+        # the four runs share one process and were timed in five interleaved blocks (perfbench/run/blocks.py)
+        assert r["spec"]["timing"] == "blocks" and r["blocks"]["index"] == [0, 1, 2, 3, 4]
+    assert len({r["blocks"]["process"] for r in results}) == 1
     summary = tmp_path / "gate.md"
     gate = subprocess.run([sys.executable, "-m", "perfbench.cli", "gate",
                            "--baseline", str(ROOT / "baselines/ci_smoke"), "--current", str(out),

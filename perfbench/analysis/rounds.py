@@ -80,9 +80,10 @@ def _merge(combination: str, rounds: list[RunResult]) -> RunResult:
     error = None if not failed else f"{len(failed)} of {len(rounds)} rounds failed: {failed[0].error or ''}"
     spec = dataclasses.replace(first.spec, run_id=combination, round=0, rounds=len(rounds))
     stop = ", ".join(sorted({r.stop_reason for r in ok if r.stop_reason}))
+    # pooled samples no longer line up with one round's block indices: pairs are read from the rounds
     return dataclasses.replace(first, run_id=combination, status=status, error=error, spec=spec,
                                samples=dict(samples), summary=summary, stability=stability, stop_reason=stop,
-                               wall_s=sum(r.wall_s for r in rounds))
+                               wall_s=sum(r.wall_s for r in rounds), blocks={})
 
 
 def merge_rounds(results: list[RunResult]) -> list[RunResult]:

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from model.config import PRESETS, ConfigError, Qwen3_5MoeTextConfig, load_config
 from model.parallel_config import ParallelConfig, ParallelConfigError
 from model.toggles import TOGGLE_NAMES
+from perfbench.config.model_limits import check_model_limits, check_shapes
 from perfbench.config.schema import (
     NonNegativeInt,
     OneOrMany,
@@ -217,7 +218,12 @@ class SweepSection(Section):
         "env: {VAR: value}); any other design: extra runs appended to it")
     rounds: PositiveInt = Field(1, description="interleaved rounds: every combination runs once per round, in a "
                                 "seeded random order per round; results merge per combination and the round is "
-                                "the statistical unit")
+                                "a process")
+    timing: Literal["blocks", "separate"] = Field(
+        "blocks", description="blocks: the runs of a round and shape share one process and are timed in "
+        "interleaved blocks (one iteration of each, in a random order), speed-ups from within-block pairs; "
+        "separate: each run timed in its own window. Runs that cannot share a process (torchrun, an "
+        "accelerator, their own env, models too large to hold together) are timed separately")
 
     @model_validator(mode="after")
     def _design_has_what_it_needs(self) -> SweepSection:
@@ -337,24 +343,34 @@ class Scenario:
     def is_preset(self) -> bool:
         return self.perfbench.model in PRESETS
 
-    def model_missing(self) -> str | None:
-        """Why the model cannot be loaded on this machine (a one-line fix), or None when it can."""
+    def model_missing(self, weights: bool = True) -> str | None:
+        """Why the model cannot be loaded on this machine (a one-line fix), or None when it can. `weights`:
+        with with_ckpt, a folder without safetensors weights is missing too (the worker would fail on it)."""
         model = str(self.perfbench.model)
-        if model in PRESETS or (Path(model).expanduser() / "config.json").is_file() or (
-                model.endswith(".json") and Path(model).expanduser().is_file()):
+        path = Path(model).expanduser()
+        if model in PRESETS:
             return None
-        what = "has no config.json" if Path(model).expanduser().is_dir() else "not found"
+        if (path / "config.json").is_file() or (model.endswith(".json") and path.is_file()):
+            folder = path if path.is_dir() else path.parent
+            if weights and self.perfbench.with_ckpt and not (
+                    any(folder.glob("*.safetensors")) or (folder / "model.safetensors.index.json").is_file()):
+                return (f"{self.model_key}: {model} has config.json but no *.safetensors weights and with_ckpt "
+                        f"is true; add the weights, or run with --set perfbench.with_ckpt=false (seeded dummy "
+                        f"weights)")
+            return None
+        what = "has no config.json" if path.is_dir() else "not found"
         return (f"{self.model_key}: {model} {what}; run with --set perfbench.model=tiny (a preset; presets "
                 f"are {', '.join(PRESETS)}) or point it at a folder with config.json (with_ckpt: false uses "
                 f"dummy weights)")
 
-    def model_config_here(self) -> Qwen3_5MoeTextConfig | None:
-        """The model's config when it can be read on this machine, else None."""
-        if self.model_missing():
+    def model_config_here(self, own: bool = False) -> Qwen3_5MoeTextConfig | None:
+        """The model's config when it can be read on this machine, else None; `own`: before the layer
+        override (the checkpoint's or preset's own layer count)."""
+        if self.model_missing(weights=False):
             return None
         try:
             return load_config(Path(str(self.perfbench.model)).expanduser() if not self.is_preset()
-                               else str(self.perfbench.model), self.perfbench.num_layers)
+                               else str(self.perfbench.model), None if own else self.perfbench.num_layers)
         except ConfigError as err:
             raise UserError(f"{self.model_key}: {err}") from None
 
@@ -424,9 +440,22 @@ def build_scenario(raw: Any, source: str = "<dict>", name: str | None = None) ->
         parallel = ParallelConfig.from_dict(parallel_raw)
     except ParallelConfigError as err:
         raise UserError(str(err)) from None
+    layers_key = ("perfbench.num_layers" if pb.num_layers is not None
+                  else "model_config.custom_params.num_hidden_layers")
     pb, model_key = _derive(pb, mc, sched, data, name or Path(source).stem)
     scenario = Scenario(name=str(pb.name), source=source, model_config=mc, parallel_config=parallel,
                         scheduler_config=sched, data_config=data, perfbench=pb, model_key=model_key)
+    wl = pb.workload
+    # absurd shapes first: no model needed, and nothing below has to handle a batch of 10**20
+    too_big = check_shapes(wl.batch_sizes or (), wl.input_lens or (), int(wl.output_len or 1))
+    if too_big:
+        raise UserError(too_big)
+    own = scenario.model_config_here(own=True)
+    if own is not None:
+        beyond = check_model_limits(own, str(pb.model), wl.input_lens or (), int(wl.output_len or 1),
+                                    pb.num_layers, layers_key)
+        if beyond:
+            raise UserError(beyond)
     model = scenario.model_config_here()
     if model is not None:
         try:
@@ -459,6 +488,12 @@ def find_scenario(path_or_name: str | None) -> Path:
     path = Path(key).expanduser()
     if path.is_file():
         return path
+    if path.is_dir():  # not "no such file": the path exists, it is just not a YAML file
+        inside = sorted(p.name for p in path.glob("*.y*ml"))[:5]
+        raise UserError(f"scenario {key!r}: is a directory, not a scenario YAML file; give a .yaml file"
+                        + (f" (it holds {', '.join(inside)})" if inside else " (it holds no .yaml file)"))
+    if path.exists():  # a device, FIFO or socket: reading it would block or never end
+        raise UserError(f"scenario {key!r}: is not a regular file; give a scenario YAML file")
     shipped = SCENARIOS_DIR / f"{key}.yaml"
     if shipped.is_file():
         return shipped

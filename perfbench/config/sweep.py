@@ -15,15 +15,12 @@ from dataclasses import dataclass, field
 
 from model.backend import Capabilities
 from model.optimizations import TOGGLE_NAMES, Plan, resolve_plan
+from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.config.scenario import Scenario
 from perfbench.results import RunSpec
 
 # Short names for tables and progress lines.
-ABBREV = {
-    "fused_rope": "rope", "fused_attention": "attn", "fused_rmsnorm": "norm", "chunk_gdr": "gdr",
-    "mm_all_reduce": "mmar", "moe_dispatch_combine": "disp", "graph_mode": "graph",
-    "merged_projections": "merged", "grouped_moe": "gmm",
-}
+ABBREV = TOGGLE_ABBREV
 
 
 @dataclass(frozen=True)
@@ -91,6 +88,7 @@ class SweepPlan:
     runs: list[PlannedRun]
     requested: int  # combinations x shapes before merging duplicates
     device_present: bool = True
+    timing: list[str] = field(default_factory=list)  # how each round's runs are timed, and why
 
     def specs(self) -> list[RunSpec]:
         return [r.spec for r in self.runs]
@@ -122,6 +120,9 @@ class SweepPlan:
         widths = [max(len(x) for x in col) for col in zip(header, *rows)]
         for row in (header, *rows):
             lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if self.timing:
+            lines.append("timing:")
+            lines += [f"  {line}" for line in self.timing]
         merged = [r for r in self.runs if r.stands_for and r.spec.round == 1]
         if merged:
             lines.append("merged requests (same effective plan and shape, measured once):")
@@ -172,8 +173,10 @@ def resolved_device(scenario: Scenario, caps: Capabilities) -> tuple[str, str]:
     return device, dtype
 
 
-def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = True) -> SweepPlan:
-    """Expand the design x shapes, resolve each plan, merge duplicates, assign stable ids.
+def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = True,
+               executor: str = "local") -> SweepPlan:
+    """Expand the design x shapes, resolve each plan, merge duplicates, assign stable ids and the timing mode
+    (`executor`: the executor that will run them; only the local one times runs in blocks).
 
     `device_present=False` (a dry run with stand-in capabilities) merges only identical requests: the plans
     then say what this machine cannot run, not what the device would merge.
@@ -221,10 +224,34 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
                 env={**pb.env, **combo.env}, expected_plan={n: d.state for n, d in plan.decisions.items()})
             seen[key] = PlannedRun(spec, plan, combo.label)
             runs.append(seen[key])
-    from perfbench.config.rounds import interleave  # noqa: PLC0415 - rounds builds on PlannedRun
+    from perfbench.config.rounds import assign_timing, interleave  # noqa: PLC0415 - rounds builds on PlannedRun
 
-    return SweepPlan(scenario, caps, interleave(runs, pb.sweep.rounds, int(pb.seed or 0)), requested,
-                     device_present)
+    timed, lines = assign_timing(interleave(runs, pb.sweep.rounds, int(pb.seed or 0)), pb.sweep.timing,
+                                 _weight_bytes(scenario, dtype), _available_memory(), executor)
+    return SweepPlan(scenario, caps, timed, requested, device_present, lines)
+
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _weight_bytes(scenario: Scenario, dtype: str) -> float | None:
+    """One model's weights on one rank; None when the model's config cannot be read here."""
+    from model.config import ConfigError, load_config  # noqa: PLC0415
+    from model.cost import total_weight_bytes  # noqa: PLC0415
+    from model.parallel_config import ParallelConfig  # noqa: PLC0415
+
+    try:
+        config = load_config(scenario.perfbench.model, scenario.perfbench.num_layers)
+    except (ConfigError, OSError, ValueError):
+        return None
+    parallel = ParallelConfig.from_dict(scenario.parallel_config.as_dict())
+    return total_weight_bytes(config, parallel, DTYPE_BYTES.get(dtype, 4))
+
+
+def _available_memory() -> float:
+    import psutil  # noqa: PLC0415
+
+    return float(psutil.virtual_memory().available)
 
 
 def expand(scenario: Scenario, caps: Capabilities) -> list[RunSpec]:

@@ -203,7 +203,77 @@ def check_plan(spec: RunSpec, plan: RunPlan) -> None:
         raise PlanMismatchError(mismatch, plan)
 
 
-def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
+@dataclass
+class PreparedRun:
+    """A run built and warmed up, ready for timed iterations (protocol steps 1-2)."""
+
+    spec: RunSpec
+    run_dir: Path
+    caps: Capabilities
+    model: Qwen3_5MoeForCausalLM
+    workload: Workload
+    ids: torch.Tensor
+    seq_lens: torch.Tensor
+    cache: Qwen3_5MoeCache
+    reference: torch.Tensor | None
+    result: RunResult  # filled in as the steps go
+    started: float  # perf_counter at the start, for wall_s
+
+    def iterate(self) -> Iteration:
+        """One timed iteration (logits kept when there is a reference to compare them with)."""
+        return run_iteration(self.model, self.ids, self.seq_lens, self.cache, self.workload.output_len,
+                             keep_logits=self.reference is not None)
+
+
+@dataclass
+class Timings:
+    """The timed iterations of one run: one value per iteration (TTFT; TPOT = the mean of that iteration's
+    decode steps), every decode step apart, and the host probe readings taken around them."""
+
+    ttft_ms: list[float]
+    tpot_ms: list[float]
+    tpot_steps_ms: list[float]
+    probe_ms: list[float]
+    last: Iteration | None = None
+
+    @classmethod
+    def empty(cls) -> Timings:
+        return cls([], [], [], [])
+
+    def add(self, it: Iteration) -> None:
+        self.ttft_ms.append(it.ttft_s * 1e3)
+        if it.step_s:
+            self.tpot_ms.append(sum(it.step_s) / len(it.step_s) * 1e3)
+            self.tpot_steps_ms.extend(s * 1e3 for s in it.step_s)
+        self.last = it
+
+    def watched(self) -> dict[str, list[float]]:
+        return {"ttft_ms": self.ttft_ms, **({"tpot_ms": self.tpot_ms} if self.tpot_ms else {})}
+
+
+@dataclass
+class HostWatch:
+    """Host signals read before timing, to judge the timing window when it ends (perfbench/run/stability.py)."""
+
+    signals: stability.HostSignals
+    load: host_load.CpuSnapshot | None
+
+    @classmethod
+    def start(cls) -> HostWatch:
+        return cls(stability.read_signals(), host_load.snapshot())
+
+    def summary(self, device: str) -> dict[str, float | None]:
+        threads = _run_threads(device)
+        out: dict[str, float | None] = {}
+        load = host_load.host_load(self.load, host_load.snapshot(), run_threads=threads)
+        if load is not None:
+            out.update(load.as_summary())
+        out.update(stability.signals_summary(self.signals, stability.read_signals(), threads))
+        return out
+
+
+def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
+    """Steps 1-2: the reference logits, the measured model (its plan checked), warm-up and compile."""
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     from perfbench.run.environment import collect_environment  # noqa: PLC0415
@@ -229,78 +299,102 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     workload = make_workload(spec, model.config.vocab_size)
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
+    prepared = PreparedRun(spec, run_dir, caps, model, workload, ids, seq_lens, cache, reference, result, t0)
+    warm_up(prepared, inductor_before, cache_warm)
+    return prepared
 
-    # warm-up; the first decode call compiles under graph_mode, and the first prefill builds any compiled CPU
-    # kernels of the plan (norms, rotary, chunk_gdr terms): reported as first_ttft_ms
-    compile_s = None
-    first_ttft_ms = None
+
+def _compile_seconds(it: Iteration) -> float:
+    """The first decode step's excess over the steady steps: what compiling the decode graph cost."""
+    steady = stats.median(it.step_s[1:]) if len(it.step_s) > 1 else 0.0
+    return it.step_s[0] - steady
+
+
+def warm_up(run: PreparedRun, inductor_before: tuple[int, int], cache_warm: bool | None) -> None:
+    """Untimed iterations. The first decode call compiles under graph_mode (`compile_s`; `compile_warm_s`: a
+    second compile after a dynamo reset, from the warm cache, when enable_cache_compile is on); the first
+    prefill builds the plan's compiled CPU kernels (`first_ttft_ms`)."""
+    spec, model, summary = run.spec, run.model, run.result.summary
+    compile_s = first_ttft_ms = compile_warm_s = None
     for i in range(max(spec.warmup, 1)):
-        it = run_iteration(model, ids, seq_lens, cache, workload.output_len)
+        it = run_iteration(model, run.ids, run.seq_lens, run.cache, run.workload.output_len)
         if i == 0:
             first_ttft_ms = it.ttft_s * 1e3
-        if i == 0 and model.plan.on("graph_mode") and it.step_s:
-            steady = stats.median(it.step_s[1:]) if len(it.step_s) > 1 else 0.0
-            compile_s = it.step_s[0] - steady
+            if model.plan.on("graph_mode") and it.step_s:
+                compile_s = _compile_seconds(it)
     if spec.device != "npu":
         cache_warm = _inductor_cache_warm(inductor_before, _inductor_cache_counts())
-    compile_warm_s = None
     if compile_s is not None and spec.enable_cache_compile:
         model.reset_graph()
-        it = run_iteration(model, ids, seq_lens, cache, workload.output_len)
-        steady = stats.median(it.step_s[1:]) if len(it.step_s) > 1 else 0.0
-        compile_warm_s = it.step_s[0] - steady
+        compile_warm_s = _compile_seconds(run_iteration(model, run.ids, run.seq_lens, run.cache,
+                                                        run.workload.output_len))
+    summary["compile_cache_warm"] = None if cache_warm is None else float(cache_warm)
+    summary["compile_s"] = compile_s
+    summary["compile_warm_s"] = compile_warm_s
+    summary["first_ttft_ms"] = first_ttft_ms
 
-    ttft_ms: list[float] = []
-    tpot_ms: list[float] = []  # one per iteration: the mean of its decode steps
-    tpot_steps_ms: list[float] = []
-    last = None
-    rule = stopping_rule(spec)
-    # the host's own speed between iterations, where the model's kernels run on the CPU (host_probe.py)
-    probe = HostProbe(spec.seed) if model.device.type == "cpu" else None
-    probe_ms: list[float] = []
-    signals_before = stability.read_signals()
-    before = host_load.snapshot()
+
+def host_probe_for(run: PreparedRun) -> HostProbe | None:
+    """The host-speed probe, where the model's kernels run on the CPU (host_probe.py)."""
+    return HostProbe(run.spec.seed) if run.model.device.type == "cpu" else None
+
+
+def time_iterations(run: PreparedRun) -> tuple[Timings, str, dict[str, float | None]]:
+    """Step 3 for a run timed on its own: iterations until the stopping rule says enough. Returns the timings,
+    the stop reason and the host signals of the window."""
+    timings = Timings.empty()
+    rule = stopping_rule(run.spec)
+    probe = host_probe_for(run)
+    watch = HostWatch.start()
     timing_start = time.perf_counter()
     stop_reason = None
     while stop_reason is None:
         if probe is not None:
-            probe_ms.append(probe())
-        last = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=reference is not None)
-        ttft_ms.append(last.ttft_s * 1e3)
-        if last.step_s:
-            tpot_ms.append(sum(last.step_s) / len(last.step_s) * 1e3)
-            tpot_steps_ms.extend(s * 1e3 for s in last.step_s)
-        watched = {"ttft_ms": ttft_ms, **({"tpot_ms": tpot_ms} if tpot_ms else {})}
-        stop_reason = rule.stop_reason(watched, time.perf_counter() - timing_start)
-    synchronize(caps.device)
-    run_threads = _run_threads(caps.device)
-    load = host_load.host_load(before, host_load.snapshot(), run_threads=run_threads)
-    result.samples = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "tpot_steps_ms": tpot_steps_ms,
-                      **({stability.PROBE_SAMPLES: probe_ms} if probe_ms else {})}
+            timings.probe_ms.append(probe())
+        timings.add(run.iterate())
+        stop_reason = rule.stop_reason(timings.watched(), time.perf_counter() - timing_start)
+    synchronize(run.caps.device)
+    return timings, stop_reason, watch.summary(run.caps.device)
+
+
+def record_timings(run: PreparedRun, timings: Timings, stop_reason: str, host: dict[str, float | None]) -> None:
+    """The timed samples into the result: summary, stability verdicts, numerics of the last iteration."""
+    result = run.result
+    result.samples = {"ttft_ms": timings.ttft_ms, "tpot_ms": timings.tpot_ms,
+                      "tpot_steps_ms": timings.tpot_steps_ms,
+                      **({stability.PROBE_SAMPLES: timings.probe_ms} if timings.probe_ms else {})}
     result.stop_reason = stop_reason
-    result.summary = summarize(ttft_ms, tpot_ms, workload)
-    result.summary["iterations"] = float(len(ttft_ms))
-    result.summary["compile_cache_warm"] = None if cache_warm is None else float(cache_warm)
-    result.summary["compile_s"] = compile_s
-    result.summary["compile_warm_s"] = compile_warm_s
-    result.summary["first_ttft_ms"] = first_ttft_ms
-    result.summary["peak_mem_mb"] = peak_memory_mb(caps.device)
-    result.summary["host_speed_change"] = speed_change(probe_ms)
-    if load is not None:
-        result.summary.update(load.as_summary())
-    result.summary.update(stability.signals_summary(signals_before, stability.read_signals(), run_threads))
+    result.summary.update(summarize(timings.ttft_ms, timings.tpot_ms, run.workload))
+    result.summary["iterations"] = float(len(timings.ttft_ms))
+    result.summary["peak_mem_mb"] = peak_memory_mb(run.caps.device)
+    result.summary["host_speed_change"] = speed_change(timings.probe_ms)
+    result.summary.update(host)
     verdict, per_metric = stability.run_stability(result.summary, result.samples)
     result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
-
-    if reference is not None and last is not None and last.logits is not None:
-        result.numerics = {**logit_agreement(last.logits, reference),
+    last = timings.last
+    if run.reference is not None and last is not None and last.logits is not None:
+        result.numerics = {**logit_agreement(last.logits, run.reference),
                            "reference": "all toggles off, same weights, same process"}
+
+
+def finish_run(run: PreparedRun) -> RunResult:
+    """Steps 4-5 after timing: the MoE expert load and the profiled iteration (round 1 only)."""
+    result, spec = run.result, run.spec
     if spec.round <= 1:  # a combination's merged result reports round 1's load (analysis/rounds.py)
-        result.expert_load = expert_load(model, ids, seq_lens, cache, workload)
+        result.expert_load = expert_load(run.model, run.ids, run.seq_lens, run.cache, run.workload)
     if spec.profile:
-        result.trace = profile_iteration(model, ids, seq_lens, cache, workload, run_dir, spec, caps)
-    result.wall_s = time.perf_counter() - t0
+        result.trace = profile_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload, run.run_dir,
+                                         spec, run.caps)
+    result.wall_s = time.perf_counter() - run.started
     return result
+
+
+def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
+    """One run timed on its own: prepare, time, record, finish."""
+    run = prepare_run(spec, run_dir)
+    timings, stop_reason, host = time_iterations(run)
+    record_timings(run, timings, stop_reason, host)
+    return finish_run(run)
 
 
 def _inductor_cache_counts() -> tuple[int, int]:

@@ -60,19 +60,32 @@ class ReusedWorker:
     def run(self, spec_path: Path, run_dir: Path, env: dict[str, str], round_number: int,
             timeout_s: float) -> ProcessOutcome:
         """Measure one run in the worker for (`round_number`, `env`), starting that worker if needed."""
-        log_path = run_dir / "worker.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        job = {"spec": str(spec_path), "out": str(run_dir)}
+        return self._job(job, [run_dir], env, round_number, timeout_s)[0]
+
+    def run_group(self, spec_paths: list[Path], run_dirs: list[Path], env: dict[str, str], round_number: int,
+                  timeout_s: float) -> list[ProcessOutcome]:
+        """Measure a block group (perfbench/run/blocks.py) in the worker: one outcome per run."""
+        job = {"specs": [str(p) for p in spec_paths], "outs": [str(d) for d in run_dirs]}
+        return self._job(job, run_dirs, env, round_number, timeout_s)
+
+    def _job(self, job: dict[str, object], run_dirs: list[Path], env: dict[str, str], round_number: int,
+             timeout_s: float) -> list[ProcessOutcome]:
+        log_path = run_dirs[0] / "worker.log"
+        for run_dir in run_dirs:
+            run_dir.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         # SIGTERM unwinds from before the log exists: whoever sees the run start may stop it at once
         with sigterm_as_interrupt():
-            log_path.write_bytes(b"")  # the worker appends this run's output
+            for run_dir in run_dirs:
+                (run_dir / "worker.log").write_bytes(b"")  # the worker appends this job's output
             try:
                 key = (round_number, tuple(sorted(env.items())))
                 if self._proc is None or key != self._key:
                     self.close()
                     self._start(env, log_path)
                     self._key = key
-                return self._measure(spec_path, run_dir, timeout_s, start)
+                return self._measure(job, len(run_dirs), log_path, timeout_s, start)
             except BaseException:
                 self._kill()
                 raise
@@ -100,11 +113,12 @@ class ReusedWorker:
             os.close(write_fd)  # the worker holds it: EOF here means the worker is gone
         self._reply = os.fdopen(read_fd, "r")
 
-    def _measure(self, spec_path: Path, run_dir: Path, timeout_s: float, start: float) -> ProcessOutcome:
+    def _measure(self, job: dict[str, object], runs: int, log_path: Path, timeout_s: float,
+                 start: float) -> list[ProcessOutcome]:
         proc = self._proc
         assert proc is not None and proc.stdin is not None and self._reply is not None
         try:
-            proc.stdin.write((json.dumps({"spec": str(spec_path), "out": str(run_dir)}) + "\n").encode())
+            proc.stdin.write((json.dumps(job) + "\n").encode())
             proc.stdin.flush()
         except BrokenPipeError:
             pass  # the worker is gone; its end shows below
@@ -116,7 +130,7 @@ class ReusedWorker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill()
-                return ProcessOutcome(None, True, time.monotonic() - start, None)
+                return [ProcessOutcome(None, True, time.monotonic() - start, None)] * runs
             ready, _, _ = select.select([self._reply], [], [], min(remaining, POLL_S))
             if ready:
                 line = self._reply.readline()
@@ -124,7 +138,9 @@ class ReusedWorker:
             if proc.poll() is not None:
                 break
         if line.strip():
-            return ProcessOutcome(int(line), False, time.monotonic() - start, None)
+            codes = json.loads(line)
+            codes = codes if isinstance(codes, list) else [codes]
+            return [ProcessOutcome(int(code), False, time.monotonic() - start, None) for code in codes]
         # EOF, or the worker is gone: it ended during the run (a crash, a signal, sys.exit)
         try:
             proc.wait(timeout=KILL_GRACE_S)
@@ -132,7 +148,7 @@ class ReusedWorker:
             pass
         rc = proc.returncode
         self._kill()
-        return ProcessOutcome(rc, False, time.monotonic() - start, ending_signal(rc, run_dir / "worker.log"))
+        return [ProcessOutcome(rc, False, time.monotonic() - start, ending_signal(rc, log_path))] * runs
 
     def _kill(self) -> None:
         """Stop the worker's process group and drop both pipes."""

@@ -5,10 +5,14 @@ One run: `python -m perfbench.run.worker --spec <run_dir>/spec.json --out <run_d
 under torchrun). An exception becomes a result with status "error" and the traceback, exit 1.
 
 Several runs, one after another (the CPU runs of one round, perfbench/run/reused_worker.py):
-`python -m perfbench.run.worker --serve --reply-fd N --sweep DIR` reads one JSON line {"spec": ..., "out": ...}
-per run from stdin, sends each run's output to its own `worker.log`, and answers the run's exit code as a line
-on file descriptor N. It ends when stdin closes; a fault that ends the process ends it mid-run, as it would
-end a process of its own.
+`python -m perfbench.run.worker --serve --reply-fd N --sweep DIR` reads one JSON line per job from stdin and
+answers each job as a line on file descriptor N:
+- {"spec": ..., "out": ...}: one run timed on its own; its output goes to its own `worker.log`; the answer is
+  the run's exit code;
+- {"specs": [...], "outs": [...]}: a block group, timed together in interleaved blocks
+  (perfbench/run/blocks.py); the output goes to the first run's `worker.log` (the others' logs point there);
+  the answer is a JSON list of the runs' exit codes.
+It ends when stdin closes; a fault that ends the process ends it mid-run, as it would end a process of its own.
 
 Fault drills (the test hook for the runner's failure handling): the environment variable PERFBENCH_FAULT makes
 the worker fail on purpose before measuring:
@@ -38,6 +42,7 @@ from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
 from perfbench.run.cluster import is_result_writer
 
 FAULT_ENV = "PERFBENCH_FAULT"
+WORKER_BANNER = "perfbench worker pid "  # the first line of each job in a shared worker's log
 FAULTS = ("raise", "hang", "kill", "exit")
 
 
@@ -87,6 +92,10 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     except Exception as err:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         result = RunResult(run_id=spec.run_id, status="error", spec=spec, plan=getattr(err, "plan", RunPlan()),
                            error=traceback.format_exc().rstrip(), started_at=started)
+    return _finalize(result, spec, started, t0)
+
+
+def _finalize(result: RunResult, spec: RunSpec, started: str, t0: float) -> RunResult:
     if not result.started_at:
         result.started_at = started
     if not result.wall_s:
@@ -98,16 +107,41 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     return result
 
 
+def run_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunResult]:
+    """Measure a block group; a failure before any run is prepared becomes an "error" result for each."""
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    try:
+        inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))
+        from perfbench.run.blocks import measure_block_group
+
+        results = measure_block_group(specs, run_dirs)
+    except Exception:  # noqa: BLE001 - every failure is recorded, the sweep goes on
+        error = traceback.format_exc().rstrip()
+        results = [RunResult(run_id=s.run_id, status="error", spec=s, error=error) for s in specs]
+    return [_finalize(r, s, started, t0) for r, s in zip(results, specs)]
+
+
+def _record(result: RunResult, run_dir: Path) -> int:
+    if is_result_writer():
+        atomic_write_json(run_dir / "result.json", result.to_dict())
+    if result.status != "ok":
+        print(f"run {result.run_id}: {result.status}\n{result.error or ''}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def measure_and_record(spec_path: Path, run_dir: Path) -> tuple[RunResult, int]:
     """Measure the spec in `spec_path` and write run_dir/result.json: (the result, the exit code)."""
     spec = RunSpec.from_dict(json.loads(spec_path.read_text()))
     result = run(spec, run_dir)
-    if is_result_writer():
-        atomic_write_json(run_dir / "result.json", result.to_dict())
-    if result.status != "ok":
-        print(f"run {spec.run_id}: {result.status}\n{result.error or ''}", file=sys.stderr)
-        return result, 1
-    return result, 0
+    return result, _record(result, run_dir)
+
+
+def measure_group_and_record(spec_paths: list[Path], run_dirs: list[Path]) -> tuple[list[RunResult], list[int]]:
+    specs = [RunSpec.from_dict(json.loads(p.read_text())) for p in spec_paths]
+    results = run_group(specs, run_dirs)
+    return results, [_record(r, d) for r, d in zip(results, run_dirs)]
 
 
 @contextlib.contextmanager
@@ -136,18 +170,30 @@ def serve(reply_fd: int) -> int:
     with os.fdopen(reply_fd, "w", buffering=1) as reply:
         for number, line in enumerate(sys.stdin, 1):
             job = json.loads(line)
-            run_dir = Path(job["out"])
-            with output_to(run_dir / "worker.log"):
-                print(f"perfbench worker pid {os.getpid()}: run {number} of this process", flush=True)
-                result, code = measure_and_record(Path(job["spec"]), run_dir)
-            if result.plan.on("graph_mode"):
+            if "specs" in job:
+                run_dirs = [Path(d) for d in job["outs"]]
+                for other in run_dirs[1:]:
+                    (other / "worker.log").write_text(f"timed in a block group with {len(run_dirs)} runs; "
+                                                      f"the group's log is {run_dirs[0] / 'worker.log'}\n")
+                with output_to(run_dirs[0] / "worker.log"):
+                    print(f"{WORKER_BANNER}{os.getpid()}: job {number} of this process, a block group of "
+                          f"{len(run_dirs)} runs", flush=True)
+                    results, codes = measure_group_and_record([Path(p) for p in job["specs"]], run_dirs)
+                answer = json.dumps(codes)
+            else:
+                run_dir = Path(job["out"])
+                with output_to(run_dir / "worker.log"):
+                    print(f"{WORKER_BANNER}{os.getpid()}: run {number} of this process", flush=True)
+                    result, code = measure_and_record(Path(job["spec"]), run_dir)
+                results, answer = [result], str(code)
+            if any(r.plan.on("graph_mode") for r in results):
                 # every graph-mode model compiles its own decode step; dynamo's per-function recompile limit
                 # would otherwise make a later run's graph fall back to eager without notice
                 import torch._dynamo
 
                 torch._dynamo.reset()
             gc.collect()
-            reply.write(f"{code}\n")
+            reply.write(f"{answer}\n")
     return 0
 
 

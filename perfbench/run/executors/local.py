@@ -20,11 +20,24 @@ class LocalExecutor:
 
     def run(self, runs: Sequence[PlannedRun], out: Path, env: dict[str, object],
             announce: Callable[[PlannedRun], None]) -> Iterator[Finished]:
-        from perfbench.run.runner import execute  # the runner imports this module
+        from perfbench.run.runner import execute, execute_group  # the runner imports this module
 
         worker = ReusedWorker(out)  # the CPU runs of a round share a process (perfbench/run/reused_worker.py)
+        done: set[str] = set()
         try:
             for planned in runs:
+                if planned.spec.run_id in done:
+                    continue
+                if planned.spec.timing == "blocks":
+                    # the whole group at once, in one process (perfbench/run/blocks.py)
+                    group = [p for p in runs if p.spec.block_group == planned.spec.block_group
+                             and p.spec.timing == "blocks"]
+                    for p in group:
+                        announce(p)
+                    for p, (result, wall) in zip(group, execute_group(group, out, env, worker)):
+                        done.add(p.spec.run_id)
+                        yield p, result, wall
+                    continue
                 announce(planned)
                 result, wall = execute(planned, out, env, launch=self.launch, worker=worker)
                 yield planned, result, wall
