@@ -1,7 +1,14 @@
 """Speed-up of a combination over the baseline, with its CI and a verdict a reader can act on.
 
-With interleaved rounds the baseline and the combination are paired by round (measured in the same round,
-minutes apart): the speed-up is the geometric mean of the per-round ratios of medians. With `MIN_T_ROUNDS` or
+Runs timed in interleaved blocks (perfbench/run/blocks.py) are compared on their pairs: each block's baseline
+iteration against the combination's iteration of the same block, the process a cluster
+(perfbench/analysis/paired.py). The verdict is faster / slower / no change (the CI inside the band
+`paired.DEFAULT_BAND`) / inconclusive (the pairs disagree too much to decide). Per-run stability verdicts do not
+enter: host drift between blocks cancels in a pair, and what does not cancel widens the CI.
+
+Runs timed separately (older folders, accelerators, torchrun) are compared by rounds instead. With
+interleaved rounds the baseline and the combination are paired by round (measured in the same round, minutes
+apart): the speed-up is the geometric mean of the per-round ratios of medians. With `MIN_T_ROUNDS` or
 more rounds its CI is a Student-t interval on their logarithms (the round is the unit). With two rounds that
 interval has one degree of freedom (t = 12.7) and spans orders of magnitude, so the CI comes from a
 two-stage bootstrap instead: draw the rounds with replacement, then resample each drawn round's iterations
@@ -22,12 +29,18 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-from perfbench.analysis import noise_band, stats
+from perfbench.analysis import noise_band, paired, stats
+from perfbench.analysis.rounds import by_combination, merge_rounds
+from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunResult
 from perfbench.run.stability import host_speed_differs
 
-CI_LEVEL = 0.95
-FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no significant change", "unstable"
+CI_LEVEL = stats.CI_LEVEL
+FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no change", "unstable"
+INCONCLUSIVE = paired.INCONCLUSIVE
+PAIRED_VERDICT = {paired.FASTER: FASTER, paired.SLOWER: SLOWER, paired.SAME: SAME,
+                  paired.INCONCLUSIVE: INCONCLUSIVE}
+LATENCIES = ("ttft_ms", "tpot_ms")
 SUMMARY_KEY = {"ttft_ms": "ttft_ms_median", "tpot_ms": "tpot_ms_median"}
 MIN_T_ROUNDS = 3  # paired rounds for a Student-t CI on the rounds; two: a two-stage bootstrap
 
@@ -35,17 +48,52 @@ MIN_T_ROUNDS = 3  # paired rounds for a Student-t CI on the rounds; two: a two-s
 @dataclass(frozen=True)
 class Speedup:
     """baseline / combination of a latency: > 1 is faster. low/high: the CI; basis: what the CI resamples:
-    "rounds" (t interval), "rounds and iterations" (two rounds, two-stage bootstrap) or "iterations"."""
+    "blocks" (within-block pairs, processes as clusters), "rounds" (t interval), "rounds and iterations" (two
+    rounds, two-stage bootstrap) or "iterations"."""
 
     value: float
     low: float
     high: float
     basis: str
     verdict: str
-    n: int  # rounds behind it ("rounds"), else iterations
+    n: int  # pairs ("blocks"), rounds ("rounds"), else iterations
+    processes: int = 0  # "blocks": the processes the pairs came from
 
     def text(self) -> str:
         return f"{self.value:.2f}x [{self.low:.2f}, {self.high:.2f}] {self.verdict}"
+
+    def ci_text(self) -> str:
+        return f"{self.value:.3f}x [{self.low:.3f}, {self.high:.3f}]"
+
+
+def block_clusters(base_runs: list[RunResult], runs: list[RunResult], key: str
+                   ) -> dict[str, tuple[list[float], list[float]]]:
+    """process -> (baseline samples, combination samples) of the blocks both timed in that process, aligned;
+    {} when the runs were not timed in blocks together."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for b in base_runs:
+        for r in runs:
+            if b.status != "ok" or r.status != "ok" or not b.blocks or not r.blocks:
+                continue
+            if (b.blocks.get("process"), b.blocks.get("group")) != (r.blocks.get("process"), r.blocks.get("group")):
+                continue
+            xs = dict(zip(b.blocks.get("index", []), b.samples.get(key, [])))
+            ys = dict(zip(r.blocks.get("index", []), r.samples.get(key, [])))
+            common = sorted(set(xs) & set(ys))
+            if common:
+                out[str(b.blocks["process"])] = ([xs[i] for i in common], [ys[i] for i in common])
+    return out
+
+
+def paired_speedup(base_runs: list[RunResult], runs: list[RunResult], key: str,
+                   band: float = paired.DEFAULT_BAND) -> Speedup | None:
+    """baseline / combination from within-block pairs; None when there are no pairs."""
+    clusters = block_clusters(base_runs, runs, key)
+    ratio = paired.paired_ratio(clusters, band, n_boot=1000) if clusters else None
+    if ratio is None:
+        return None
+    value, low, high = ratio.speedup()
+    return Speedup(value, low, high, "blocks", PAIRED_VERDICT[ratio.verdict], ratio.pairs, ratio.processes)
 
 
 def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
@@ -103,7 +151,10 @@ def host_speed_reasons(base_rounds: list[RunResult], rounds: list[RunResult]) ->
 def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
             bands: dict[str, float] | None = None) -> Speedup | None:
     """Speed-up of the combination measured by `rounds` over the baseline `base_rounds` (one result per
-    round each, or one result each), on the latency samples `key` (ttft_ms, tpot_ms); None without data."""
+    round each, or one result each), on the latency samples `key` (ttft_ms, tpot_ms); None without data.
+    Within-block pairs decide where the runs have them."""
+    if (blocks := paired_speedup(base_rounds, rounds, key)) is not None:
+        return blocks
     unstable = (any(r.is_stable() is False for r in (*base_rounds, *rounds))
                 or bool(host_speed_reasons(base_rounds, rounds)))
     if len(rounds) >= 2 and len(base_rounds) >= 2:
@@ -138,3 +189,54 @@ def _verdict(low: float, high: float, unstable: bool, in_band: bool) -> str:
     if high < 1.0:
         return SLOWER
     return SAME
+
+
+def plan_label(result: RunResult) -> str:
+    """The combination by its effective toggles, abbreviated: "all off", or "gdr+gmm"."""
+    return "+".join(sorted(TOGGLE_ABBREV.get(t, t) for t in result.ran_on())) or "all off"
+
+
+def baseline_of(results: list[RunResult]) -> RunResult | None:
+    """The all-off run (the fewest toggles on among ok runs of the first shape)."""
+    ok = [r for r in results if r.status == "ok"]
+    return min(ok, key=lambda r: len(r.ran_on())) if ok else None
+
+
+def speedups(results: list[RunResult]) -> dict[str, dict[str, Speedup | None]]:
+    """combination id -> {"ttft_ms": ..., "tpot_ms": ...}: speed-up over the baseline."""
+    groups = by_combination(results)
+    base = baseline_of(merge_rounds(results))
+    if base is None:
+        return {}
+    base_rounds = groups[base.spec.combination_id]
+    return {cid: {key: speedup(base_rounds, rounds, key) for key in LATENCIES} for cid, rounds in groups.items()}
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """One toggle added on top of another measured plan (not the baseline): without / with, per latency."""
+
+    toggle: str
+    without: str  # combination id of the plan without it
+    with_: str  # combination id of the plan with it
+    gains: dict[str, Speedup | None]
+
+
+def marginals(results: list[RunResult]) -> list[Marginal]:
+    """Every pair of measured plans that differ by one toggle, the smaller not the baseline (those are the
+    speed-ups themselves): what that toggle buys on top of the other toggles (graph_mode on the best eager
+    plan)."""
+    groups = by_combination(results)
+    merged = [r for r in merge_rounds(results) if r.status == "ok"]
+    base = baseline_of(merged)
+    out = []
+    for small in merged:
+        if base is not None and small.spec.combination_id == base.spec.combination_id:
+            continue
+        for big in merged:
+            added = big.ran_on() - small.ran_on()
+            if len(added) == 1 and small.ran_on() < big.ran_on() and big.shape() == small.shape():
+                gains = {key: speedup(groups[small.spec.combination_id], groups[big.spec.combination_id], key)
+                         for key in LATENCIES}
+                out.append(Marginal(next(iter(added)), small.spec.combination_id, big.spec.combination_id, gains))
+    return sorted(out, key=lambda m: (m.toggle, m.without))

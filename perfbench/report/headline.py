@@ -1,21 +1,20 @@
-"""The report's opening: warnings first, then the best plan against the baseline and each toggle's speed-up
-with its CI and a verdict (faster / slower / no significant change / unstable)."""
+"""The report's opening: the best plan against the baseline and each plan's speed-up with its CI and verdict
+(faster / slower / no change / inconclusive; unstable for runs timed separately), then the warnings."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from perfbench.analysis.rounds import merge_rounds
+from perfbench.analysis.speedup import baseline_of, plan_label, speedups
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
-from perfbench.run.summary_table import baseline_of, plan_label, speedups, warnings
+from perfbench.run.summary_table import warnings
 
 
 def headline_section(results: list[RunResult]) -> Section:
     section = Section("Headline")
-    for texts in warnings(results).values():
-        section.blocks.extend(Text(f"WARNING: {warning}") for warning in texts)
     merged = merge_rounds(results)
     base = baseline_of(merged)
     if base is None:
@@ -54,9 +53,12 @@ def headline_section(results: list[RunResult]) -> Section:
                                 caption=f"Speed-up over the baseline ({plan_label(base)}): baseline / plan, "
                                         "95% CI; > 1 is faster"))
     section.blocks.append(Text(
-        "basis 'rounds': baseline and plan paired within each interleaved round, geometric mean of the per-round "
-        "ratios with a t interval (the round is the unit); 'iterations': one round, bootstrap CI over "
-        "iterations, and a ratio inside the run-to-run band counts as no significant change. 'unstable': a run "
-        "behind it was judged unstable, or the host ran at another speed for the plan than for the baseline "
-        "(see the warnings); its numbers are not evidence.", note=True))
+        "basis 'blocks': baseline and plan timed in the same interleaved blocks of one process; the trimmed mean "
+        "of the within-block log ratios, with a bootstrap CI that resamples processes and the blocks within them; "
+        "'no change' when the whole CI lies within +-3%, 'inconclusive' when the pairs spread too widely to "
+        "decide. Runs timed separately: 'rounds' pairs baseline and plan by interleaved round (t interval), "
+        "'iterations' compares one round with a bootstrap over iterations and the run-to-run band; 'unstable': a "
+        "run behind it was judged unstable or the host ran at another speed (see the warnings).", note=True))
+    for texts in warnings(results).values():
+        section.blocks.extend(Text(f"WARNING: {warning}") for warning in texts)
     return section

@@ -1,78 +1,72 @@
-"""What a sweep means, printed at the end of `perfbench run`: one line per combination (named by its toggles),
-TTFT and TPOT medians with their 95 % CIs, the speed-up against the baseline, and the stability verdict;
-then the warnings (unstable runs with their reasons, failures)."""
+"""What a sweep means, printed at the end of `perfbench run`: one line per plan (short toggle names, a legend
+below), the TTFT and TPOT medians, and each speed-up against the baseline with its 95% CI and verdict; then each
+toggle measured on top of another plan; then the warnings. Everything is computed in
+perfbench/analysis/speedup.py; this module only lays it out (at most 120 columns for the default scenario)."""
 
 from __future__ import annotations
 
-from perfbench.analysis import stats
-from perfbench.analysis.rounds import by_combination, merge_rounds, round_samples
-from perfbench.analysis.speedup import Speedup, host_speed_reasons, speedup
+import textwrap
+
+from tabulate import tabulate
+
+from perfbench.analysis import paired, stats
+from perfbench.analysis.rounds import by_combination, merge_rounds
+from perfbench.analysis.speedup import (
+    INCONCLUSIVE,
+    UNSTABLE,
+    Speedup,
+    baseline_of,
+    host_speed_reasons,
+    marginals,
+    plan_label,
+    speedups,
+)
+from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunResult
 
-CI_LEVEL = 0.95
-
-
-def plan_label(result: RunResult) -> str:
-    """The combination by its effective toggle names: "all off", or "chunk_gdr+grouped_moe"."""
-    return "+".join(sorted(result.ran_on())) or "all off"
-
-
-def baseline_of(results: list[RunResult]) -> RunResult | None:
-    """The all-off run (the fewest toggles on among ok runs of the first shape)."""
-    ok = [r for r in results if r.status == "ok"]
-    return min(ok, key=lambda r: len(r.ran_on())) if ok else None
-
-
-def median_with_ci(result: RunResult, key: str) -> tuple[float, float, float] | None:
-    """(median, ci_low, ci_high) over the unit samples: round medians with several rounds, else iterations."""
-    values = round_samples(result, key) or result.finite_samples(key)
-    if len(values) < 2:
-        return None
-    lo, hi = stats.bootstrap_ci(values, level=CI_LEVEL, n_boot=1000)
-    return stats.median(values), lo, hi
-
-
-def _fmt(triple: tuple[float, float, float] | None) -> str:
-    if triple is None:
-        return "-"
-    mid, lo, hi = triple
-    return f"{mid:.2f} [{lo:.2f}, {hi:.2f}]"
-
-
-def speedups(results: list[RunResult]) -> dict[str, dict[str, Speedup | None]]:
-    """combination id -> {"ttft_ms": ..., "tpot_ms": ...}: speed-up over the baseline, paired by round."""
-    groups = by_combination(results)
-    base = baseline_of(merge_rounds(results))
-    if base is None:
-        return {}
-    base_rounds = groups[base.spec.combination_id]
-    return {cid: {key: speedup(base_rounds, rounds, key) for key in ("ttft_ms", "tpot_ms")}
-            for cid, rounds in groups.items()}
+CI_LEVEL = stats.CI_LEVEL
+WIDTH = 120  # notes wrap here; the tables of the default scenario fit too (tests/perfbench/run/test_summary_table.py)
 
 
 def _gain(value: Speedup | None) -> str:
-    return "-" if value is None else value.text()
+    return "-" if value is None else f"{value.value:.2f}x [{value.low:.2f},{value.high:.2f}] {value.verdict}"
+
+
+def _median(result: RunResult, key: str) -> str:
+    values = result.finite_samples(key)
+    return f"{stats.median(values):.2f}" if values else "-"
 
 
 def warnings(results: list[RunResult]) -> dict[str, list[str]]:
-    """combination id -> why it cannot be trusted: failed, judged unstable, or timed in a round where the host
-    ran at another speed than for the baseline. Combinations without a warning are left out."""
+    """combination id -> why its numbers cannot be taken as they stand: failed; for runs timed in blocks, a
+    speed-up the pairs could not decide; for runs timed separately, judged unstable or timed in a round where
+    the host ran at another speed than for the baseline. Combinations without a warning are left out."""
     out: dict[str, list[str]] = {}
     merged = merge_rounds(results)
-    for r in merged:
-        if r.status != "ok":
-            out.setdefault(r.run_id, []).append(f"{r.run_id} ({plan_label(r)}): {r.status}")
-        elif r.is_stable() is False:
-            out.setdefault(r.run_id, []).append(f"{r.run_id} ({plan_label(r)}): unstable: "
-                                                f"{r.stability.get('reason')}")
     base = baseline_of(merged)
-    if base is not None:
-        groups = by_combination(results)
-        base_rounds = groups[base.spec.combination_id]
-        for cid, rounds in groups.items():
-            if cid != base.spec.combination_id and (why := host_speed_reasons(base_rounds, rounds)):
-                out.setdefault(cid, []).append(f"{cid} ({plan_label(rounds[0])}) against the baseline: "
-                                               + "; ".join(why))
+    gains = speedups(results)
+    groups = by_combination(results)
+    base_rounds = groups[base.spec.combination_id] if base is not None else []
+    for r in merged:
+        cid = r.spec.combination_id
+        if r.status != "ok":
+            out.setdefault(cid, []).append(f"{plan_label(r)}: {r.status}: {(r.error or '').strip()[-160:]}")
+            continue
+        if base is None or cid == base.spec.combination_id:
+            continue
+        for key, gain in gains.get(cid, {}).items():
+            if gain is None:
+                continue
+            if gain.basis == "blocks" and gain.verdict == INCONCLUSIVE:
+                out.setdefault(cid, []).append(
+                    f"{plan_label(r)}: {key} inconclusive: its {gain.n} pairs spread too widely for a verdict "
+                    f"(CI {gain.low:.3f}-{gain.high:.3f}); run more blocks (perfbench.measure.max_iterations)")
+            elif gain.basis != "blocks" and gain.verdict == UNSTABLE:
+                why = "; ".join([f"round {x.spec.round}: {x.stability.get('reason')}"
+                                 for x in groups[cid] if x.is_stable() is False]
+                                + host_speed_reasons(base_rounds, groups[cid]))
+                out.setdefault(cid, []).append(f"{plan_label(r)}: {key} timed separately, unstable: {why}")
+                break
     return out
 
 
@@ -88,37 +82,59 @@ def compile_summary(results: list[RunResult]) -> str:
     return f"graph compile: {'; '.join(parts)}" if parts else ""
 
 
+def _legend(labels: list[str]) -> str:
+    used = {part for label in labels for part in label.split("+")}
+    names = [f"{short} {name}" for name, short in TOGGLE_ABBREV.items() if short in used]
+    return f"legend: {', '.join(names)}" if names else ""
+
+
+def _basis_line(gains: dict[str, dict[str, Speedup | None]]) -> str:
+    values = [g for per in gains.values() for g in per.values() if g is not None]
+    if values and all(g.basis == "blocks" for g in values):
+        pairs = max(g.n for g in values)
+        processes = max(g.processes for g in values)
+        return (f"speed-up: baseline / plan from within-block pairs (up to {pairs} pairs in {processes} "
+                f"process{'es' * (processes != 1)}), {CI_LEVEL:.0%} CI, > 1 is faster; no change: the whole CI "
+                f"within +-{paired.DEFAULT_BAND:.0%}")
+    return (f"speed-up: baseline / plan, {CI_LEVEL:.0%} CI, > 1 is faster; runs timed separately, paired by round "
+            "where there are several")
+
+
 def summary_table(results: list[RunResult]) -> str:
     merged = merge_rounds(results)
     base = baseline_of(merged)
     gains = speedups(results)
-    header = ("plan", f"TTFT ms [{CI_LEVEL:.0%} CI]", "TTFT speed-up", f"TPOT ms [{CI_LEVEL:.0%} CI]",
-              "TPOT speed-up", "stable")
-    rows = []
-    # baseline first, then by how many toggles a plan switches on (one-at-a-time before combined plans): the
-    # order the runs ran in is a seeded shuffle when there are rounds
     base_id = base.spec.combination_id if base is not None else None
+    # baseline first, then by how many toggles a plan switches on (one-at-a-time before combined plans)
     merged.sort(key=lambda r: (r.spec.combination_id != base_id, len(r.plan.effective_on()), plan_label(r)))
+    rows = []
     for r in merged:
+        label = plan_label(r)
         if r.status != "ok":
-            rows.append((plan_label(r), r.status, "", "", "", ""))
-            continue
-        stable = {True: "yes", False: "NO", None: "?"}[r.is_stable()]
-        gain = gains.get(r.spec.combination_id, {})
-        is_base = base is not None and r.spec.combination_id == base.spec.combination_id
-        rows.append((plan_label(r), _fmt(median_with_ci(r, "ttft_ms")),
-                     "baseline" if is_base else _gain(gain.get("ttft_ms")), _fmt(median_with_ci(r, "tpot_ms")),
-                     "baseline" if is_base else _gain(gain.get("tpot_ms")), stable))
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in (header, *rows)]
-    if base is not None:
-        lines.append(f"speed-up: baseline ({plan_label(base)}) / this, {CI_LEVEL:.0%} CI; > 1 is faster; paired "
-                     "by round when there are several rounds")
+            rows.append((label, r.status, "", "", ""))
+        elif r.spec.combination_id == base_id:
+            rows.append((f"{label} (baseline)", _median(r, "ttft_ms"), "-", _median(r, "tpot_ms"), "-"))
+        else:
+            gain = gains.get(r.spec.combination_id, {})
+            rows.append((label, _median(r, "ttft_ms"), _gain(gain.get("ttft_ms")), _median(r, "tpot_ms"),
+                         _gain(gain.get("tpot_ms"))))
+    header = ("plan", "TTFT ms", "TTFT speed-up", "TPOT ms", "TPOT speed-up")
+    lines = [tabulate(rows, header, tablefmt="plain", disable_numparse=True)]
+    on_top = marginals(results)
+    if on_top:
+        ids = {r.spec.combination_id: r for r in merged}
+        rows = [(f"+{TOGGLE_ABBREV.get(m.toggle, m.toggle)} on {plan_label(ids[m.without])}",
+                 _gain(m.gains.get("ttft_ms")), _gain(m.gains.get("tpot_ms"))) for m in on_top]
+        lines += ["", tabulate(rows, ("toggle added to a plan", "TTFT speed-up", "TPOT speed-up"),
+                               tablefmt="plain", disable_numparse=True)]
+    lines.append("")
+    notes = [_legend([plan_label(r) for r in merged]), _basis_line(gains) if base is not None else ""]
+    lines += [textwrap.fill(note, WIDTH, subsequent_indent="  ") for note in notes if note]
     compile_line = compile_summary(results)
     if compile_line:
         lines.append(compile_line)
     warn = warnings(results)
     if warn:
-        lines.append(f"WARNING: {len(warn)} of {len(merged)} combinations cannot be trusted:")
+        lines.append(f"WARNING: {len(warn)} of {len(merged)} plans need a second look:")
         lines += [f"  {w}" for texts in warn.values() for w in texts]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from model.toggles import TOGGLE_NAMES
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run.summary_table import compile_summary, summary_table
 
@@ -15,28 +16,68 @@ def _run(run_id: str, on: bool, ttft: float, tpot: float, stable: bool = True,
                      stability={"stable": stable, "reason": "" if stable else "other processes kept 1.50 cores"})
 
 
-def test_table_names_plans_by_toggles_and_warns_about_unstable_runs():
+def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_about():
     text = summary_table([_run("a", False, 100.0, 10.0), _run("b", True, 50.0, 10.0, stable=False)])
     lines = text.splitlines()
     assert lines[0].split()[0] == "plan"
     base = next(line for line in lines if line.startswith("all off"))
-    gdr = next(line for line in lines if line.startswith("chunk_gdr"))
-    assert "100.00 [" in base and "yes" in base and "baseline" in base
-    assert "2.00x" in gdr and "NO" in gdr and "unstable" in gdr
-    assert "WARNING: 1 of 2 combinations cannot be trusted:" in text
-    assert "b (chunk_gdr): unstable: other processes kept 1.50 cores" in text
+    gdr = next(line for line in lines if line.startswith("gdr "))
+    assert "(baseline)" in base and "100.00" in base
+    assert "2.00x" in gdr and "unstable" in gdr
+    assert "legend: gdr chunk_gdr" in text
+    assert "WARNING: 1 of 2 plans need a second look:" in text
+    assert "gdr: ttft_ms timed separately, unstable: round 1: other processes kept 1.50 cores" in text
 
 
-def test_a_plan_timed_at_another_host_speed_than_the_baseline_is_warned_about():
+def test_a_plan_timed_separately_at_another_host_speed_is_warned_about():
     base, gdr = _run("a", False, 100.0, 10.0), _run("b", True, 50.0, 10.0)
     base.samples["host_probe_ms"], gdr.samples["host_probe_ms"] = [0.32] * 3, [0.33] * 3
     assert "WARNING" not in summary_table([base, gdr])
     gdr.samples["host_probe_ms"] = [0.42] * 3
     text = summary_table([base, gdr])
-    assert "WARNING: 1 of 2 combinations cannot be trusted:" in text
-    assert ("b (chunk_gdr) against the baseline: the host ran at another speed: its probe took 0.42 ms "
-            "for this plan vs 0.32 ms for the baseline (1.31x" in text)
-    assert "unstable" in next(line for line in text.splitlines() if line.startswith("chunk_gdr"))
+    assert "WARNING: 1 of 2 plans need a second look:" in text
+    assert "the host ran at another speed: its probe took 0.42 ms for this plan vs 0.32 ms for the baseline" in text
+    assert "unstable" in next(line for line in text.splitlines() if line.startswith("gdr "))
+
+
+def _blocked(run_id: str, on: tuple[str, ...], ttft: list[float], tpot: list[float]) -> RunResult:
+    plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES})
+    return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="s", timing="blocks",
+                                                              block_group="g"),
+                     plan=plan, samples={"ttft_ms": ttft, "tpot_ms": tpot},
+                     blocks={"group": "g", "process": "p1", "index": list(range(len(ttft)))},
+                     stability={"stable": False, "reason": "95% CI of the median spans 40% of it"})
+
+
+def test_block_timed_plans_get_paired_verdicts_and_the_default_table_fits_120_columns():
+    # host drift shared by every plan in a block (x1, x1.5, x0.8 ...) cancels in the pairs
+    drift = [1.0, 1.5, 0.8, 1.2, 0.9, 1.4, 1.1, 0.7, 1.3, 1.0]
+    wobble = [1.0 + 0.002 * ((i % 3) - 1) for i in range(len(drift))]
+    base = _blocked("base", (), [100 * d for d in drift], [10 * d for d in drift])
+    gdr = _blocked("gdr", ("chunk_gdr",), [40 * d * w for d, w in zip(drift, wobble)],
+                   [10 * d * w for d, w in zip(drift, wobble)])
+    singles = [_blocked(t, (t,), [90 * d for d in drift], [9 * d for d in drift])
+               for t in ("fused_rope", "fused_attention", "fused_rmsnorm", "merged_projections", "grouped_moe")]
+    eager = ("fused_rope", "fused_attention", "fused_rmsnorm", "chunk_gdr", "merged_projections", "grouped_moe")
+    best = _blocked("best", eager, [35 * d for d in drift], [5 * d for d in drift])
+    graph = _blocked("graph", (*eager, "graph_mode"), [35 * d * w for d, w in zip(drift, wobble)],
+                     [2.5 * d for d in drift])
+    text = summary_table([base, gdr, *singles, best, graph])
+    assert max(len(line) for line in text.splitlines()) <= 120, text
+    row = next(line for line in text.splitlines() if line.startswith("gdr "))
+    assert "2.50x" in row and "faster" in row and "1.00x" in row and "no change" in row
+    marginal = next(line for line in text.splitlines() if line.startswith("+graph on"))
+    assert "1.00x" in marginal and "no change" in marginal and "2.00x" in marginal and "faster" in marginal
+    assert "WARNING" not in text  # per-run spread is information only: the pairs decided
+    assert "within-block pairs (up to 10 pairs in 1 process)" in text
+
+
+def test_an_undecided_paired_speed_up_is_warned_about():
+    base = _blocked("base", (), [100.0, 100.0, 100.0, 100.0], [10.0] * 4)
+    noisy = _blocked("gdr", ("chunk_gdr",), [80.0, 130.0, 70.0, 125.0], [10.0] * 4)
+    text = summary_table([base, noisy])
+    assert "inconclusive" in next(line for line in text.splitlines() if line.startswith("gdr "))
+    assert "gdr: ttft_ms inconclusive: its 4 pairs spread too widely for a verdict" in text
 
 
 def test_compile_times_are_reported_cold_and_warm_apart():
