@@ -14,12 +14,14 @@ from model.config import ConfigError
 from model.parallel_config import ParallelConfigError
 from perfbench.emulation.npu.platforms import PLATFORMS as EMULATED_NPU_PLATFORMS
 from perfbench.errors import UserError
+from perfbench.output_paths import check_output_dir, check_output_file, os_error_line
 
 USER_ERRORS = (UserError, ConfigError, ParallelConfigError, FileNotFoundError, NotADirectoryError)
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Bad input ends in one line on stderr and exit code 2."""
+    """Bad input ends in one line on stderr and exit code 2; so does a path that cannot be read or written
+    (EACCES, ENOSPC, ...): exit 2, never the gate's 1, and never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -27,6 +29,9 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except USER_ERRORS as err:
             click.echo(f"error: {err}", err=True)
+            sys.exit(2)
+        except OSError as err:
+            click.echo(f"error: {os_error_line(err)}", err=True)
             sys.exit(2)
 
     return wrapper
@@ -85,12 +90,47 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 
 
 @main.command()
+@click.argument("base")
+@click.argument("head", required=False)
+@click.option("--scenario", help="Scenario path or shipped name (default ci_smoke).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Result folder (default reports/ab-...).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
+              help="Stop adding pairs once the next generation would pass this many seconds.")
+@click.option("--min-pairs", type=int, default=10, show_default=True, help="Pairs per run before any verdict.")
+@click.option("--pairs-per-process", type=int, default=8, show_default=True,
+              help="Pairs per run before both workers are replaced (processes are sampled too).")
+@click.option("--threshold", type=float, default=0.03, show_default=True,
+              help="Band of 'same': head/base within 1 +- this, with its whole CI.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pair order.")
+@click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
+@EMULATE_NPU
+@user_errors
+def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, overrides: tuple[str, ...],
+       max_time: float, min_pairs: int, pairs_per_process: int, threshold: float, seed: int, no_report: bool,
+       emulate_npu: str | None) -> None:
+    """Did HEAD (a git ref; default the working tree) make BASE slower? Both arms in one job, interleaved.
+
+    Exit 0 no regression, 1 regression, 2 input error, 3 inconclusive (the time cap came first)."""
+    from perfbench.run.ab import ABSettings, run_ab
+
+    if emulate_npu:
+        overrides = (*overrides, "perfbench.device=npu")
+        _activate_emulator(emulate_npu)
+    settings = ABSettings(max_time_s=max_time, min_pairs=min_pairs, pairs_per_process=pairs_per_process,
+                          threshold=threshold, seed=seed)
+    sys.exit(run_ab(base, head, scenario, list(overrides), out_dir, settings, report=not no_report))
+
+
+@main.command()
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
 @user_errors
 def report(folder: str) -> None:
     """Write FOLDER/report.html and a CSV for every table in it."""
     from perfbench.report import build_report
 
+    check_output_file(Path(folder) / "report.html", "FOLDER")
+    check_output_dir(Path(folder) / "report", "FOLDER")
     path = build_report(Path(folder))
     click.echo(f"report: {path}")
 
@@ -109,20 +149,26 @@ def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None
     from perfbench.report.compare import compare_folders
 
     given = dict(parse_band(text) for text in bands)
+    check_output_dir(out_dir or b, "--out" if out_dir else "B (compare.html goes there)")
     click.echo(compare_folders(Path(a), Path(b), Path(out_dir) if out_dir else Path(b), {**DEFAULT_BANDS, **given}))
 
 
 @main.command()
-@click.option("--baseline", required=True, type=click.Path(), help="Baseline (or result) folder.")
-@click.option("--current", required=True, type=click.Path(), help="Current result folder.")
+@click.option("--baseline", type=click.Path(),
+              help="Baseline (or result) folder; not needed when --current is a `perfbench ab` folder.")
+@click.option("--current", required=True, type=click.Path(), help="Current result folder, or an ab folder.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="gate.yaml (default rules if absent).")
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write a markdown summary here (+ .json beside).")
 @user_errors
-def gate(baseline: str, current: str, rules: str | None, summary: str | None) -> None:
+def gate(baseline: str | None, current: str, rules: str | None, summary: str | None) -> None:
     """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide)."""
     from perfbench.gate.engine import run_gate
 
-    sys.exit(run_gate(Path(baseline), Path(current), Path(rules) if rules else None,
+    if summary is not None:  # before the gate runs: a summary it cannot write is exit 2, not a late traceback
+        check_output_file(summary, "--summary")
+        if Path(summary).suffix != ".json":  # run_gate refuses a .json summary itself
+            check_output_file(Path(summary).with_suffix(".json"), "--summary (its .json beside)")
+    sys.exit(run_gate(Path(baseline) if baseline else None, Path(current), Path(rules) if rules else None,
                       Path(summary) if summary else None))
 
 
@@ -142,6 +188,7 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> No
     """Record the results in FOLDER as a baseline at DEST (a folder)."""
     from perfbench.gate.engine import save_baseline
 
+    check_output_dir(dest, "DEST")
     click.echo(f"baseline: {save_baseline(Path(folder), Path(dest), force=force, allow_failed=allow_failed)}")
 
 
@@ -151,8 +198,10 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> No
 @user_errors
 def trace(path: str, out_dir: str | None) -> None:
     """Latency tables for a trace someone else captured (torch chrome trace or Ascend profiler folder)."""
-    from perfbench.profiling import analyze_trace
+    from perfbench.profiling import analyze_trace, default_tables_dir
 
+    check_output_dir(Path(out_dir) if out_dir else default_tables_dir(Path(path)),
+                     "--out" if out_dir else "the tables folder (default of --out)")
     click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None))
 
 
@@ -184,6 +233,8 @@ def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], override
     from perfbench.roofline.estimate import run_estimate
     from perfbench.roofline.peaks import parse_overrides
 
+    if out_dir:  # before the scenario is expanded and priced
+        check_output_dir(out_dir, "--out")
     click.echo(run_estimate(scenario, device, parse_overrides(peaks), Path(out_dir) if out_dir else None,
                             overrides))
 

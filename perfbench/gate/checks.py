@@ -27,7 +27,7 @@ from perfbench.gate.rules import (
     TracePlanRule,
 )
 from perfbench.results import RunResult
-from perfbench.run.stability import contended
+from perfbench.run.stability import contended, host_speed_differs
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 # A timing check whose evidence cannot decide: the effect is within the noise, or the machine was contended.
@@ -158,6 +158,20 @@ def mann_whitney_p(rule: TimingRule, base: RunResult, cur: RunResult) -> float |
     return change.p_value if change.method == "mann-whitney" else None  # else no-overlap decides, not p
 
 
+UNPAIRED = "unpaired (the folders were timed at different times): advisory; `perfbench ab` decides from pairs"
+
+
+def could_explain(base: RunResult, cur: RunResult) -> str:
+    """Why a slowdown of `cur` against `base` may not be the code's ("" when nothing says so): the host ran at
+    another speed (the probe), or only the current run was timed on a busy or unstable machine. Flags both
+    sides share (a folder against a copy of itself) compare like with like and explain nothing."""
+    if speed := host_speed_differs(base, cur, names=("for the baseline", "for the current run")):
+        return speed
+    if (busy := contended(cur)) and not contended(base):
+        return busy
+    return ""
+
+
 def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: float | None = None,
                  correction: str = "") -> CheckResult:
     """One-sided: fails only when the metric is worse by more than `threshold` AND the test says it is no
@@ -176,9 +190,6 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
     if base_value <= 0 or cur_value <= 0:
         return CheckResult(SKIP, "timing", name, cur.run_id, f"non-positive {metric.summary_key}, no ratio")
     ratio = base_value / cur_value if metric.higher_is_better else cur_value / base_value
-    if busy := contended(base, cur):
-        return CheckResult(INCONCLUSIVE, "timing", name, cur.run_id,
-                           f"{_direction(metric, ratio)}, not decided: {busy}", {"metric": rule.metric, "ratio": ratio})
     values = f"{label} {fmt(cur_value)} {metric.unit} vs {fmt(base_value)} {metric.unit}"
     details: dict[str, Any] = {"metric": rule.metric, "ratio": ratio, "current": cur_value,
                                "baseline": base_value, "threshold": rule.threshold, "alpha": rule.alpha,
@@ -220,8 +231,16 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
     elif exceeds and in_band:
         evidence += (f" (inside the run-to-run band of {metric.summary_key}, one round per side: inconclusive; "
                      "run more rounds)")
+    # An instability flag blocks only a verdict it could change: a pass stands (a noisy or slow host makes the
+    # current look slower, not faster), and a failure stands unless the host itself ran slower by enough to
+    # explain the excess over the threshold.
+    if status == FAIL and (why := could_explain(base, cur)):
+        status = INCONCLUSIVE
+        evidence += f" (not decided: {why})"
+    elif busy := contended(base, cur):
+        details["noted"] = busy
     return CheckResult(status, "timing", name, cur.run_id,
-                       f"{_direction(metric, ratio)} ({values}), {evidence}, {threshold_text}", details)
+                       f"{_direction(metric, ratio)} ({values}), {evidence}, {threshold_text}; {UNPAIRED}", details)
 
 
 # ---- deterministic checks vs baseline ------------------------------------------------------------
@@ -366,9 +385,6 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     bounds = " and ".join(b for b in (f">= {rule.min:g}" if rule.min is not None else "",
                                       f"<= {rule.max:g}" if rule.max is not None else "") if b)
     values = f"{fmt(num_value)} / {fmt(den_value)} {metric.unit}{ci}"
-    if busy := contended(num, den):
-        return CheckResult(INCONCLUSIVE, "ratio", name, pair_id,
-                           f"{ratio:.2f}x, not decided: {busy} ({values})", details)
     # Decided only when the whole CI is on one side of each bound; a CI across a bound is inconclusive.
     outside = []
     if rule.min is not None and high < rule.min:
@@ -377,6 +393,10 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
         outside.append(f"> max {rule.max:g}")
     straddled = [f"{b:g}" for b in (rule.min, rule.max) if b is not None and low < b <= high]
     if outside:
+        # a contended machine could have made the pair look this way: it blocks a failure, never a pass
+        if busy := contended(num, den):
+            return CheckResult(INCONCLUSIVE, "ratio", name, pair_id,
+                               f"{ratio:.2f}x {' and '.join(outside)}, not decided: {busy} ({values})", details)
         return CheckResult(FAIL, "ratio", name, pair_id, f"{ratio:.2f}x {' and '.join(outside)} ({values})",
                            details)
     if straddled:

@@ -34,6 +34,7 @@ from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
 from perfbench.errors import UserError
+from perfbench.gate.ab_folder import evaluate_ab, is_ab_folder
 from perfbench.gate.checks import (
     FAIL,
     INCONCLUSIVE,
@@ -306,7 +307,7 @@ def refuse_mixed_emulation(base: ResultFolder, cur: ResultFolder) -> None:
                         f"results of the same emulation")
 
 
-def run_gate(baseline: Path, current: Path, rules: Path | None, summary: Path | None) -> int:
+def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: Path | None) -> int:
     """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given.
 
     Returns:
@@ -316,9 +317,19 @@ def run_gate(baseline: Path, current: Path, rules: Path | None, summary: Path | 
     if summary is not None and summary.suffix == ".json":
         raise UserError(f"--summary {summary}: give the markdown path (e.g. gate.md); JSON goes beside it")
     gate_rules = load_rules(rules) if rules is not None else default_rules()
-    base_folder, current_folder = load_folder(baseline, "baseline"), load_folder(current, "current")
-    refuse_mixed_emulation(base_folder, current_folder)
-    report = evaluate(base_folder, current_folder, gate_rules)
+    if is_ab_folder(current):  # both arms in one folder, decided from its pairs (gate/ab_folder.py)
+        if baseline is not None:
+            click.echo(f"gate: --current {current} is a perfbench ab folder: its base arm is the baseline; "
+                       f"--baseline {baseline} is not read", err=True)
+        folder, checks = evaluate_ab(current, gate_rules)
+        report = GateReport(folder, folder, gate_rules.source, checks)
+    else:
+        if baseline is None:
+            raise UserError(f"--baseline: required unless --current is a perfbench ab folder ({current} holds "
+                            "no ab.json)")
+        base_folder, current_folder = load_folder(baseline, "baseline"), load_folder(current, "current")
+        refuse_mixed_emulation(base_folder, current_folder)
+        report = evaluate(base_folder, current_folder, gate_rules)
     click.echo(report.terminal())
     if summary is not None:
         atomic_write_text(summary, report.markdown())

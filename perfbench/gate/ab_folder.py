@@ -1,0 +1,98 @@
+"""The gate on a `perfbench ab` folder: timing rules decided from its pairs, toggles compared arm against arm.
+
+Both arms ran in one job, interleaved (perfbench/run/ab.py), so the folder's own verdicts are the evidence: a
+timing rule's metric maps to the pair verdict of its latency (TTFT for ttft_ms*, prefill_tok_s; TPOT for
+tpot_ms*, decode_tok_s): slower fails, faster and same pass, inconclusive is inconclusive. The verdict's band is
+the job's `--threshold`; the rule's own threshold is reported beside it. A `toggles` rule compares the base
+arm's plan with the head arm's per run. Rules on what an ab job does not measure (op counts, numerics, traces,
+compile time, memory) are reported as not compared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from perfbench.analysis import paired
+from perfbench.errors import UserError
+from perfbench.gate.checks import FAIL, INCONCLUSIVE, PASS, SKIP, CheckResult, check_toggles, selects
+from perfbench.gate.rules import GateRules, TimingRule, TogglesRule
+from perfbench.results import ResultFolder, RunResult, load_folder
+
+AB_FILE = "ab.json"
+LATENCY_OF = {"ttft_ms": "ttft_ms", "ttft_ms_median": "ttft_ms", "prefill_tok_s": "ttft_ms",
+              "tpot_ms": "tpot_ms", "tpot_ms_median": "tpot_ms", "decode_tok_s": "tpot_ms"}
+STATUS_OF = {paired.SLOWER: FAIL, paired.FASTER: PASS, paired.SAME: PASS, paired.INCONCLUSIVE: INCONCLUSIVE}
+
+
+def is_ab_folder(path: Path) -> bool:
+    return (Path(path) / AB_FILE).is_file()
+
+
+def read_ab(path: Path, name: str) -> dict[str, Any]:
+    try:
+        record = json.loads((Path(path) / AB_FILE).read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"{name}: unreadable {AB_FILE} ({err})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("verdicts"), dict):
+        raise UserError(f"{name}: {AB_FILE} holds no verdicts (not written by perfbench ab?)")
+    return record
+
+
+def arms(folder: ResultFolder) -> dict[str, tuple[RunResult, RunResult]]:
+    """run_id -> (base arm's result, head arm's result)."""
+    out: dict[str, tuple[RunResult, RunResult]] = {}
+    for rid, r in folder.runs.items():
+        run, _, arm = rid.rpartition("@")
+        if arm == "base" and f"{run}@head" in folder.runs:
+            out[run] = (r, folder.runs[f"{run}@head"])
+    return out
+
+
+def _timing(rule: TimingRule, record: dict[str, Any], pairs: dict[str, tuple[RunResult, RunResult]]
+            ) -> list[CheckResult]:
+    name = rule.name or rule.metric
+    latency = LATENCY_OF.get(rule.metric)
+    if latency is None:
+        return [CheckResult(SKIP, "timing", name, None, f"{rule.metric}: an ab job times TTFT and TPOT only")]
+    out = []
+    for rid, (_, head) in sorted(pairs.items()):
+        if not selects(head, rule.where):
+            continue
+        verdict = record["verdicts"].get(rid, {}).get(latency)
+        if verdict is None:
+            out.append(CheckResult(SKIP, "timing", name, rid, f"no {latency} pairs in the ab job"))
+            continue
+        text = (f"head/base {latency} {verdict['ratio']:.3f}x, 95% CI [{verdict['ci_low']:.3f}, "
+                f"{verdict['ci_high']:.3f}] over {verdict['pairs']} pairs in {verdict['processes']} worker "
+                f"generations (paired, interleaved): {verdict['verdict']} against +-{verdict['band']:.0%}")
+        if verdict["band"] != rule.threshold:
+            text += f" (the rule's threshold is {rule.threshold:.0%}; the job decided with --threshold)"
+        out.append(CheckResult(STATUS_OF[verdict["verdict"]], "timing", name, rid, text,
+                               {"metric": rule.metric, **verdict}))
+    return out
+
+
+def evaluate_ab(path: Path, rules: GateRules) -> tuple[ResultFolder, list[CheckResult]]:
+    """The ab folder and its checks."""
+    name = f"--current {path}"
+    record = read_ab(path, name)
+    folder = load_folder(path, name)
+    pairs = arms(folder)
+    if not pairs:
+        raise UserError(f"{name}: results.jsonl holds no base/head pair of runs")
+    checks: list[CheckResult] = []
+    for rule in rules.rules:
+        if isinstance(rule, TimingRule):
+            checks += _timing(rule, record, pairs)
+        elif isinstance(rule, TogglesRule):
+            checks += [check_toggles(rule, base, head) for base, head in pairs.values() if selects(head, rule.where)]
+        else:
+            checks.append(CheckResult(SKIP, rule.kind, rule.name or rule.kind, None,
+                                      f"an ab job does not measure what a {rule.kind} rule reads"))
+    if not any(c.kind == "timing" and c.status != SKIP for c in checks):
+        checks.append(CheckResult(FAIL, "coverage", "comparable", None,
+                                  "no timing rule compared any run of the ab job; a gate that compares nothing "
+                                  "cannot pass"))
+    return folder, checks
