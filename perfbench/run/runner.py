@@ -18,11 +18,13 @@ from model.backend import Capabilities, detect_capabilities
 from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
+from perfbench.output_paths import check_output_dir
 from perfbench.results import RunPlan, RunResult, atomic_write_json, load_results, write_results
 from perfbench.run.cluster import NodeLaunch, launch_for
 from perfbench.run.environment import collect_environment
 from perfbench.run.executors.base import Executor
 from perfbench.run.executors.local import LocalExecutor
+from perfbench.run.folder_owner import check_identity, owned
 from perfbench.run.launcher import (
     ProcessOutcome,
     child_env,
@@ -34,8 +36,10 @@ from perfbench.run.launcher import (
 )
 from perfbench.run.reused_worker import ReusedWorker, shares_a_worker
 from perfbench.run.summary_table import summary_table
+from perfbench.run.worker import WORKER_BANNER
 
 INTERRUPTED_EXIT = 130
+RETRIED = ("killed", "timeout")  # statuses --resume measures again
 
 
 def _say(text: str, end: str = "\n") -> None:
@@ -100,7 +104,8 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
         result.started_at = result.started_at or started
         result.wall_s = result.wall_s or outcome.wall_s
         return result
-    log = tail(run_dir / "worker.log")
+    log = "\n".join(line for line in tail(run_dir / "worker.log").splitlines()
+                    if not line.startswith(WORKER_BANNER))
     ranks = rank_log_tails(run_dir)
     parts = (log and f"--- worker.log ---\n{log}", ranks and f"--- rank logs ---\n{ranks}")
     detail = "\n".join(x for x in parts if x)
@@ -115,6 +120,32 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
                      started_at=started, wall_s=outcome.wall_s)
 
 
+def _prepare_attempt(planned: PlannedRun, out: Path, launch: NodeLaunch | None, base_env: dict[str, str] | None,
+                     executor: str) -> tuple[Path, Path, dict[str, str]]:
+    """(run folder, spec.json, the worker's environment) of a run about to start."""
+    spec = planned.spec
+    run_dir = out / "runs" / spec.run_id
+    (run_dir / "result.json").unlink(missing_ok=True)  # left by an interrupted attempt
+    spec_path = run_dir / "spec.json"
+    atomic_write_json(spec_path, spec.to_dict())
+    env_vars = child_env(spec, base_env, launch, executor)
+    # one inductor cache per sweep: a kernel compiles once (the first run compiles cold, later ones warm)
+    env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "compile_cache" / "inductor").absolute()))
+    env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
+    return run_dir, spec_path, env_vars
+
+
+def execute_group(group: list[PlannedRun], out: Path, env: dict[str, object],
+                  worker: ReusedWorker) -> list[tuple[RunResult, float]]:
+    """A block group (perfbench/run/blocks.py) in `worker`: every run's (result, wall seconds)."""
+    attempts = [_prepare_attempt(p, out, None, None, "local") for p in group]
+    started = _now()
+    timeout = sum(p.spec.timeout_s for p in group)
+    outcomes = worker.run_group([a[1] for a in attempts], [a[0] for a in attempts], attempts[0][2],
+                                group[0].spec.round, timeout)
+    return [(classify(p, o, a[0], started, env), o.wall_s) for p, o, a in zip(group, outcomes, attempts)]
+
+
 def execute(planned: PlannedRun, out: Path, env: dict[str, object], launch: NodeLaunch | None = None,
             base_env: dict[str, str] | None = None, executor: str = "local",
             worker: ReusedWorker | None = None) -> tuple[RunResult, float]:
@@ -122,15 +153,8 @@ def execute(planned: PlannedRun, out: Path, env: dict[str, object], launch: Node
     `worker`, the round's process, when the run can share it (reused_worker.py): (result, the run's wall
     seconds). Every executor runs a run through here."""
     spec = planned.spec
-    run_dir = out / "runs" / spec.run_id
-    (run_dir / "result.json").unlink(missing_ok=True)  # left by an interrupted attempt
-    spec_path = run_dir / "spec.json"
-    atomic_write_json(spec_path, spec.to_dict())
+    run_dir, spec_path, env_vars = _prepare_attempt(planned, out, launch, base_env, executor)
     started = _now()
-    env_vars = child_env(spec, base_env, launch, executor)
-    # one inductor cache per sweep: a kernel compiles once (the first run compiles cold, later ones warm)
-    env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "compile_cache" / "inductor").absolute()))
-    env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     if worker is not None and shares_a_worker(spec, launch):
         outcome = worker.run(spec_path, run_dir, env_vars, spec.round, spec.timeout_s)
     else:
@@ -145,8 +169,9 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
     executor = executor or LocalExecutor()
     device = sweep.runs[0].spec.device if sweep.runs else sweep.caps.device
     env = collect_environment(device, executor.name)
-    results = list(previous)
-    done = {r.run_id for r in previous}
+    # a run killed or timed out (the machine, a signal) is measured again; one that ran and failed is kept
+    results = [r for r in previous if r.status not in RETRIED]
+    done = {r.run_id for r in results}
     atomic_write_json(out / "scenario.json", sweep.scenario.as_dict())
     for planned in sweep.runs:
         if planned.spec.run_id not in done:
@@ -212,22 +237,38 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
         raise UserError("perfbench.cluster.node_rank: the ray executor starts every node itself; run it once, "
                         "without --node-rank")
     caps, present = capabilities_for(sc, dry_run)
-    sweep = plan_sweep(sc, caps, device_present=present)
+    sweep = plan_sweep(sc, caps, device_present=present, executor=executor)
+    # refused in --dry-run as in a real run: a CI check that validates with --dry-run must fail on these
+    missing = sc.model_missing()
+    if missing:
+        raise UserError(f"{Path(sc.source).name}: {missing}")
+    if executor == "local":  # runs here share this host's memory; ray places them on other hosts
+        from perfbench.roofline.memory import check_memory  # noqa: PLC0415 - kept beside its one call
+
+        check_memory(sweep)
     if dry_run:
         print(sweep.describe())
         if launch.multi_node:
             print(f"cluster: each run on {launch.nnodes} nodes x {launch.nproc_per_node} ranks "
                   f"(c10d rendezvous at {launch.rdzv_endpoint or 'an endpoint given at run time'})")
         return 0
-    missing = sc.model_missing()
-    if missing:
-        raise UserError(f"{Path(sc.source).name}: {missing}")
     out = Path(out_dir) if out_dir else default_out(sc.name)
     if launch.node_rank:
         from perfbench.run.executors.follower import follow_sweep
 
         return follow_sweep(sweep, out, launch, resume)
-    previous = previous_results(out, resume, out_dir is not None)
+    check_output_dir(out, "--out")  # before anything runs: an unwritable folder loses no measurement later
+    with owned(out):
+        return _run_owned(sc, sweep, out, scenario, overrides, resume, report, executor, address, launch,
+                          out_dir is not None)
+
+
+def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, overrides: list[str],
+               resume: bool, report: bool, executor: str, address: str | None, launch: NodeLaunch,
+               out_given: bool) -> int:
+    """The sweep, with the folder's lock held (perfbench/run/folder_owner.py)."""
+    previous = previous_results(out, resume, out_given)
+    check_identity(out, sc.as_dict(), resume)
     try:
         results = run_sweep(sweep, out, previous, make_executor(executor, address, launch))
     except KeyboardInterrupt:

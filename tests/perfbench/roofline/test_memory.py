@@ -19,6 +19,7 @@ from perfbench.config.scenario import load_scenario
 from perfbench.config.sweep import plan_sweep
 from perfbench.roofline import memory
 from perfbench.roofline.memory import available_bytes, estimate_run
+from perfbench.run import runner
 
 GIB = 2**30
 
@@ -73,6 +74,11 @@ def test_dry_run_refuses_a_shape_that_does_not_fit_naming_estimate_and_free_memo
 
 def test_a_real_run_is_refused_before_its_folder_is_made(tmp_path, monkeypatch):
     monkeypatch.setattr(memory, "MEMINFO", fake_meminfo(tmp_path, 1024**2))
+
+    def must_not_run(*args: object, **kwargs: object) -> None:  # a missed refusal must not allocate ~24 GB
+        raise AssertionError("the sweep started: the memory check did not refuse it")
+
+    monkeypatch.setattr(runner, "run_sweep", must_not_run)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["run", "ci_smoke", "--out", str(out), "--set",
                                        "perfbench.workload.batch_sizes=[64]", "--set",
