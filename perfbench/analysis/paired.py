@@ -6,7 +6,8 @@ cancels in the pair's log ratio log(after / before); what is left is the code's 
 iterations. Pairs are grouped by the process (or worker generation) they came from: a process carries its own
 memory layout and thread placement, so it stays a unit of variation.
 
-- Estimate: the trimmed mean (`TRIM` of each tail) of the pairs' log ratios, as a ratio: a geometric-mean ratio
+- Estimate: the trimmed mean (`TRIM` of each tail: 20%, since single iterations on a shared VM spread
+  heavy-tailed) of the pairs' log ratios, as a ratio: a geometric-mean ratio
   robust to the single iterations a VM spike hits.
 - CI: a two-level (clustered) percentile bootstrap: each replicate draws the processes with replacement, then,
   within each drawn process, its pairs with replacement. Processes that disagree widen the CI even when each
@@ -28,7 +29,7 @@ from scipy import stats as scipy_stats
 
 from perfbench.analysis.stats import CI_LEVEL
 
-TRIM = 0.1
+TRIM = 0.2
 # the equivalence band of sweep verdicts: a speed-up within 3% either way, with its whole CI, is "no change"
 DEFAULT_BAND = 0.03
 SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "same", "inconclusive"

@@ -28,8 +28,8 @@ def test_a_constant_ratio_is_its_own_estimate_and_interval():
 
 
 def test_processes_that_disagree_span_the_interval():
-    # process A: every pair 1.0; process B: every pair 1.2 (five each). Pooled trimmed mean (10% each tail of 10
-    # values: one value off each end) = mean of four log(1.0) and four log(1.2) = log(1.2) / 2. A replicate
+    # process A: every pair 1.0; process B: every pair 1.2 (five each). Pooled trimmed mean (20% each tail of 10
+    # values: two values off each end) = mean of three log(1.0) and three log(1.2) = log(1.2) / 2. A replicate
     # draws {A, A} (log ratio 0), {B, B} (log 1.2) or one of each, each pure draw with probability 1/4, so the
     # 2.5% and 97.5% quantiles are exactly 1.0 and 1.2: the CI spans both processes although each is exact.
     a = ([10.0] * 5, [10.0] * 5)
@@ -38,9 +38,12 @@ def test_processes_that_disagree_span_the_interval():
     assert ratio.value == pytest.approx(math.sqrt(1.2))
     assert ratio.low == pytest.approx(1.0) and ratio.high == pytest.approx(1.2)
     assert ratio.verdict == paired.INCONCLUSIVE  # the CI touches 1: no call either way
-    # ... while the same pairs read as one process are a clear slowdown: within-process pairs are tight
-    one = paired.paired_ratio({"A+B": (a[0] + b[0], a[1] + b[1])}, band=0.03, n_boot=4000)
+    # ... while pairs read as one process (twenty of each) are a clear slowdown: a resample then rarely holds
+    # so many 1.0 pairs that the trimmed mean reaches 1.0
+    one = paired.paired_ratio({"A+B": ([10.0] * 40, [10.0] * 20 + [12.0] * 20)}, band=0.03, n_boot=4000)
     assert one.low > 1.0
+    split = paired.paired_ratio({"A": ([10.0] * 20, [10.0] * 20), "B": ([10.0] * 20, [12.0] * 20)}, band=0.03)
+    assert split.low == pytest.approx(1.0)
 
 
 def test_host_drift_shared_by_a_pair_cancels():
@@ -51,8 +54,8 @@ def test_host_drift_shared_by_a_pair_cancels():
 
 
 def test_the_trimmed_mean_ignores_a_spike():
-    # one of ten pairs hit by a 10x spike on one side: trimmed away (10% of each tail)
-    before, after = [10.0] * 10, [10.0] * 9 + [100.0]
+    # two of ten pairs hit by a 10x spike on one side: trimmed away (20% of each tail)
+    before, after = [10.0] * 10, [10.0] * 8 + [100.0, 100.0]
     assert paired.paired_ratio({"p": (before, after)}, band=0.03).value == pytest.approx(1.0)
 
 
