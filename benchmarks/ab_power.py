@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from planted import commit_plant  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-# the tiny preset, all toggles off (no compile: a worker starts in seconds), one run
-SCENARIO = ["perfbench.sweep.design=none", "perfbench.workload.input_lens=[256]", "perfbench.workload.output_len=16"]
+# the default scenario's tiny workload (8 layers, b1, prompt 256, 16 new tokens), all toggles off (no compile: a
+# worker starts in seconds), one run
+SCENARIO = ["perfbench.sweep.design=none", "perfbench.sweep.runs=[]"]
 VERDICTS = ("slower", "faster", "same", "inconclusive")
 
 
@@ -45,7 +46,7 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 def ab(base: str, head: str, out: Path, extra: list[str]) -> tuple[dict, float]:
     """One `perfbench ab` job of this checkout: (its ab.json, wall seconds)."""
     sets = [x for s in SCENARIO for x in ("--set", s)]
-    cmd = [sys.executable, "-m", "perfbench.cli", "ab", base, head, "--scenario", "ci_smoke", *sets,
+    cmd = [sys.executable, "-m", "perfbench.cli", "ab", base, head, "--scenario", "default_cpu", *sets,
            "--out", str(out), "--no-report", *extra]
     start = time.monotonic()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
