@@ -13,7 +13,7 @@ Reports, from folders out/run-1 .. out/run-N (each a full `perfbench run`; an ex
 Under 2 and 3, why `compare` did not call the other changes significant: a run judged unstable, a host that ran
 at another speed, a busy machine, inside the run-to-run band, or the test itself (p or CI).
 4. how far the median of one round of a combination moves from that of another round of it in another run, for
-   pairs timed at the same host speed and at different ones (perfbench/run/stability.py host_speed_differs).
+   pairs timed at the same host speed and at different ones (perfbench/analysis/stability.py host_speed_differs).
 The run-to-run band of perfbench/analysis/noise_band.py should be set from the spread printed under 2.
 """
 
@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from perfbench.analysis.compare import COMPARED, Match, MetricChange, match_runs  # noqa: E402
 from perfbench.analysis.rounds import ROUND_PREFIX  # noqa: E402
 from perfbench.analysis.speedup import Speedup  # noqa: E402
+from perfbench.analysis.stability import host_speed_differs  # noqa: E402
 from perfbench.gate.checks import FAIL  # noqa: E402
 from perfbench.gate.engine import evaluate  # noqa: E402
 from perfbench.gate.rules import default_rules  # noqa: E402
 from perfbench.results import ResultFolder, RunResult, load_folder  # noqa: E402
-from perfbench.run.stability import host_speed_differs  # noqa: E402
 from perfbench.run.summary_table import plan_label, speedups  # noqa: E402
 
 PLANTED = 1.15

@@ -43,6 +43,12 @@ EMULATE_NPU = click.option(
          "910_93 = A3, 950); results are labelled emulated, timings are CPU timings.")
 
 
+def _report_after_run() -> Callable[[Path], None]:
+    from perfbench.report.build import report_after_run
+
+    return report_after_run
+
+
 def _activate_emulator(platform: str) -> None:
     from perfbench.emulation.npu import activate
 
@@ -86,7 +92,8 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
                "rdzv_endpoint": rdzv_endpoint}
     flags = [f"perfbench.cluster.{key}={value}" for key, value in cluster.items() if value is not None]
     sys.exit(run_scenario(scenario, out_dir=out_dir, overrides=[*overrides, *flags], dry_run=dry_run,
-                          resume=resume, report=not no_report, executor=executor, address=address))
+                          resume=resume, report=None if no_report else _report_after_run(), executor=executor,
+                          address=address))
 
 
 @main.command()
@@ -119,7 +126,8 @@ def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, o
         _activate_emulator(emulate_npu)
     settings = ABSettings(max_time_s=max_time, min_pairs=min_pairs, pairs_per_process=pairs_per_process,
                           threshold=threshold, seed=seed)
-    sys.exit(run_ab(base, head, scenario, list(overrides), out_dir, settings, report=not no_report))
+    sys.exit(run_ab(base, head, scenario, list(overrides), out_dir, settings,
+                    report=None if no_report else _report_after_run()))
 
 
 @main.command()

@@ -21,12 +21,12 @@ import math
 import os
 import tempfile
 import types
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from model.toggles import TOGGLE_NAMES, ToggleDecision
-from perfbench.analysis.expert_load import worst_imbalance
 from perfbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -141,6 +141,54 @@ def _check_type(value: Any, tp: Any, where: str) -> None:
     if isinstance(value, bool) and tp is not bool or not isinstance(value, expected):
         what = {str: "a string", bool: "true or false", int: "an integer", float: "a number"}[tp]
         raise ValueError(f"{where}: expected {what}, got {_json_kind(value)} {value!r:.40}")
+
+
+# ---- MoE expert load: views on RunResult.expert_load (written by perfbench/analysis/expert_load.py) --------
+
+@dataclass(frozen=True)
+class LayerLoad:
+    """One MoE layer in one phase. `imbalance` = max / mean assignments per expert (1.0: perfectly even; the
+    slowest expert, and under EP the slowest rank, does `imbalance` times the mean work)."""
+
+    phase: str
+    layer: int
+    assignments: int  # tokens x top_k
+    max_per_expert: int
+    mean_per_expert: float
+    hottest_expert: int
+    rank_totals: tuple[int, ...]  # assignments to each EP rank's experts
+
+    @property
+    def imbalance(self) -> float | None:
+        return self.max_per_expert / self.mean_per_expert if self.mean_per_expert else None
+
+    @property
+    def rank_imbalance(self) -> float | None:
+        """Max / mean assignments per EP rank (None with one rank)."""
+        if len(self.rank_totals) < 2 or not self.assignments:
+            return None
+        return max(self.rank_totals) / (self.assignments / len(self.rank_totals))
+
+
+def layer_loads(record: Mapping[str, Any]) -> list[LayerLoad]:
+    """Every (phase, layer) of a record, in recorded order; [] for an empty record (not recorded)."""
+    blocks = record.get("experts_by_rank") or []
+    out = []
+    for entry in record.get("counts") or []:
+        hits = [int(c) for c in entry["experts"]]
+        total = sum(hits)
+        peak = max(hits) if hits else 0
+        out.append(LayerLoad(
+            phase=entry["phase"], layer=int(entry["layer"]), assignments=total, max_per_expert=peak,
+            mean_per_expert=total / len(hits) if hits else 0.0, hottest_expert=hits.index(peak) if hits else -1,
+            rank_totals=tuple(sum(hits[first:stop]) for first, stop in blocks)))
+    return out
+
+
+def worst_imbalance(record: Mapping[str, Any], phase: str) -> float | None:
+    """The largest per-layer imbalance (max / mean per expert) of `phase`; None when not recorded."""
+    values = [load.imbalance for load in layer_loads(record) if load.phase == phase and load.imbalance is not None]
+    return max(values) if values else None
 
 
 @dataclass
@@ -299,7 +347,7 @@ class RunResult:
     started_at: str = ""
     wall_s: float = 0.0
     stop_reason: str = ""  # why timing stopped: converged / max_iterations / max_time (perfbench/run/stopping.py)
-    # perfbench/run/stability.py: {"stable": bool, "reason": str, "metrics": {name: {"stable", "reason"}}};
+    # perfbench/analysis/stability.py: {"stable": bool, "reason": str, "metrics": {name: {"stable", "reason"}}};
     # empty when not judged (a failed run, or a record from before verdicts existed)
     stability: dict[str, Any] = field(default_factory=dict)
     # per-expert routing counts of every MoE layer (perfbench/analysis/expert_load.py); {} when not recorded

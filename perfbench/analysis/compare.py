@@ -14,7 +14,7 @@ or more each), the per-round medians are the samples tested (the round is the un
 pooled iteration samples are tested, and a change inside the metric's run-to-run band
 (perfbench/analysis/noise_band.py) is "no significant change".
 
-Unstable data decide nothing: when either run was judged unstable (perfbench/run/stability.py: noisy samples or
+Unstable data decide nothing: when either run was judged unstable (perfbench/analysis/stability.py: noisy samples or
 a busy machine), or the two were timed while the host ran at different speeds (their host-probe medians more
 than 15% apart), the change is reported with its ratio and CI but never called significant, as the gate's
 timing checks are INCONCLUSIVE on the same data (`stability.contended`).
@@ -29,8 +29,8 @@ from perfbench.analysis import noise_band, stats
 from perfbench.analysis.attribution import higher_is_better
 from perfbench.analysis.effect import effect
 from perfbench.analysis.rounds import merge_rounds, round_samples, tested_samples
+from perfbench.analysis.stability import contended
 from perfbench.results import RunResult, WorkloadShape
-from perfbench.run.stability import contended
 
 ALPHA = 0.05
 CI_LEVEL = stats.CI_LEVEL

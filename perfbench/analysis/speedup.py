@@ -18,7 +18,7 @@ run-to-run band (perfbench/analysis/noise_band.py) is "no significant change". W
 is the ratio of medians with a bootstrap CI over iterations, and the same band.
 
 The verdict is "unstable" when a run behind it was judged unstable, or when a round's baseline and combination
-were timed while the host ran at different speeds (perfbench/run/stability.py `host_speed_differs`).
+were timed while the host ran at different speeds (perfbench/analysis/stability.py `host_speed_differs`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from scipy import stats as scipy_stats
 
 from perfbench.analysis import noise_band, paired, stats
 from perfbench.analysis.rounds import by_combination, merge_rounds
+from perfbench.analysis.stability import host_speed_differs
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunResult
-from perfbench.run.stability import host_speed_differs
 
 CI_LEVEL = stats.CI_LEVEL
 FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no change", "unstable"

@@ -21,7 +21,7 @@ import hashlib
 import json
 import random
 
-from perfbench.config.sweep import PlannedRun
+from perfbench.config.planned import PlannedRun
 
 
 def interleave(runs: list[PlannedRun], rounds: int, seed: int) -> list[PlannedRun]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from model.backend import Capabilities
 from model.optimizations import TOGGLE_NAMES, Plan, resolve_plan
 from perfbench.config.labels import TOGGLE_ABBREV
+from perfbench.config.planned import PlannedRun
+from perfbench.config.rounds import assign_timing, interleave
 from perfbench.config.scenario import Scenario
 from perfbench.results import RunSpec
 
@@ -71,14 +73,6 @@ def _design_combos(design: str, base: dict[str, bool], swept: list[str], runs: S
         return [Combo(f"runs[{i}]", {**base, **run.toggles}, dict(run.env))
                 for i, run in enumerate(runs)]
     raise ValueError(f"unknown design {design!r}")  # the scenario validated it already
-
-
-@dataclass
-class PlannedRun:
-    spec: RunSpec
-    plan: Plan
-    label: str
-    stands_for: list[str] = field(default_factory=list)  # labels of other requests with the same plan + shape
 
 
 @dataclass
@@ -224,8 +218,6 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
                 env={**pb.env, **combo.env}, expected_plan={n: d.state for n, d in plan.decisions.items()})
             seen[key] = PlannedRun(spec, plan, combo.label)
             runs.append(seen[key])
-    from perfbench.config.rounds import assign_timing, interleave  # noqa: PLC0415 - rounds builds on PlannedRun
-
     timed, lines = assign_timing(interleave(runs, pb.sweep.rounds, int(pb.seed or 0)), pb.sweep.timing,
                                  _weight_bytes(scenario, dtype), _available_memory(), executor)
     return SweepPlan(scenario, caps, timed, requested, device_present, lines)

@@ -15,6 +15,7 @@ from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import noise_band, stats
 from perfbench.analysis.effect import effect
 from perfbench.analysis.rounds import ROUND_PREFIX, tested_samples
+from perfbench.analysis.stability import contended, host_speed_differs
 from perfbench.gate.rules import (
     METRICS,
     Metric,
@@ -27,7 +28,6 @@ from perfbench.gate.rules import (
     TracePlanRule,
 )
 from perfbench.results import RunResult
-from perfbench.run.stability import contended, host_speed_differs
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 # A timing check whose evidence cannot decide: the effect is within the noise, or the machine was contended.

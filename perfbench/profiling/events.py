@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+NONE_LABEL = "(none)"  # a group key that is missing (no phase, no layer) in the tables
+
 COLUMNS = (
     "name", "category", "phase", "layer", "layer_type", "module", "step", "side", "start_us", "dur_us",
     "stream", "rank",

@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfbench.profiling.events import check_events
-from perfbench.profiling.tables import NONE_LABEL
+from perfbench.profiling.events import NONE_LABEL, check_events
 
 ALL_LAYERS = "(all)"
 COLUMNS = ["rank", "layer_type", "steps", "device_busy_us", "device_free_us", "host_busy_us", "host_span_us",

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfbench.profiling.events import check_events, primary_side
+from perfbench.profiling.events import NONE_LABEL, check_events, primary_side
+from perfbench.profiling.host_bound import host_bound
 from perfbench.results import atomic_write_text
 
-NONE_LABEL = "(none)"
 ALL_OPS = "(all ops)"  # the key of the total in `op_counts_per_decode_step`
 _GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph) \w+")
 _DYNAMO_FRAME = re.compile(r"^(Torch-Compiled Region): \d+/\d+$")
@@ -178,7 +178,6 @@ def write_tables(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         "op_counts_per_decode_step": pd.DataFrame(
             {"op": list(counts), "count_per_step": list(counts.values())}),
     }
-    from perfbench.profiling.host_bound import host_bound  # noqa: PLC0415 - host_bound builds on this module
 
     tables["host_bound"] = host_bound(df)
     paths = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from perfbench.report.ab import ab_section
@@ -35,3 +36,13 @@ def build_report(folder: Path) -> Path:
     write_page(html_path, folder / "report", f"perfbench report: {folder.name}", subtitle,
                report_sections(folder, results))
     return html_path
+
+
+def report_after_run(folder: Path) -> None:
+    """Render the report at the end of `perfbench run` / `ab`: the runs are saved already, so a report that fails
+    prints one line with the command to retry, never a traceback."""
+    try:
+        print(f"report: {build_report(folder)}")
+    except Exception as err:  # noqa: BLE001 - the runs are saved; a report bug must not hide them
+        print(f"report: failed ({type(err).__name__}: {' '.join(str(err).split())}); rerun with "
+              f"`perfbench report {folder}`", file=sys.stderr)

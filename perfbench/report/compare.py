@@ -11,11 +11,11 @@ from typing import Any
 from perfbench.analysis import stats
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_runs
+from perfbench.analysis.stability import host_speed_differs
 from perfbench.errors import UserError
 from perfbench.report.page import Section, Text, write_page
 from perfbench.report.table import Column, Table, format_number
 from perfbench.results import ResultFolder, RunResult, atomic_write_text, load_folder
-from perfbench.run.stability import host_speed_differs
 
 
 def _status_note(m: Match) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,18 @@ class DevicePeaks:
             raise UserError(f"device {self.name} has no sourced memory bandwidth; give one with "
                             f"--peak memory_GBps=VALUE")
         return self.memory_Bps
+
+
+def cpu_model() -> str:
+    """The CPU model name (/proc/cpuinfo), else what the platform module says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
 
 
 def _entry(name: str, raw: dict[str, Any]) -> DevicePeaks:
@@ -159,7 +172,6 @@ def matmul_flops(reps: int = 5, n: int = 2048, dtype: str = "float32") -> float:
 def cpu_cache_key() -> str:
     import torch
 
-    from perfbench.run.environment import cpu_model
 
     raw = f"{cpu_model()}|{os.cpu_count()}|torch {torch.__version__}|threads {torch.get_num_threads()}"
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in raw)[:200]

@@ -27,6 +27,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -300,7 +301,7 @@ def _save(job: ABJob, found: dict[str, dict[str, paired.PairedRatio]], scenario:
 
 
 def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[str], out_dir: str | None,
-           settings: ABSettings, report: bool = True) -> int:
+           settings: ABSettings, report: Callable[[Path], None] | None = None) -> int:
     from model.backend import detect_capabilities  # noqa: PLC0415
     from perfbench.config.scenario import load_scenario  # noqa: PLC0415
     from perfbench.config.sweep import plan_sweep  # noqa: PLC0415
@@ -332,10 +333,8 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
     finally:
         arms.close()
     record = _save(job, found, sc.as_dict(), out)
-    if report:
-        from perfbench.run.runner import _build_report  # noqa: PLC0415
-
-        _build_report(out)
+    if report is not None:
+        report(out)
     for line in verdict_lines(record):
         print(line)
     word = {EXIT_PASS: "no regression", EXIT_FAIL: "REGRESSION", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from perfbench.roofline.peaks import cpu_model
+
 ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_", "NCCL_", "GLOO_")
 # what torchrun gives each rank: its place in a (multi-node) launch; GROUP_RANK is the node's rank. The master
 # port is left out: a fresh one per run would make every run's environment look different.
@@ -71,16 +73,6 @@ def cann_version() -> str | None:
             if found:
                 return found.group(1)
     return None
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def device_info(device: str) -> tuple[str, int]:

@@ -5,9 +5,8 @@ iterations and reports how many cores other processes kept busy on average (CPU 
 the run's process group, divided by the wall time) and the share stolen by the hypervisor. The launcher
 starts each run in its own process group, so the ranks of a torchrun job count as the run, not as "other".
 
-`contention(summary)` turns the recorded figures into a verdict: other processes took more than
-`SPARE_CORE_MARGIN` of a core beyond the cores the run itself did not need. Off Linux nothing is recorded and no
-verdict is given.
+`perfbench/analysis/stability.py` `contention(summary)` turns the recorded figures into a verdict. Off Linux
+nothing is recorded.
 """
 
 from __future__ import annotations
@@ -18,11 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
-# Other processes may use the cores the run does not need plus this much of one core before the run counts as
-# contended: below it, the interference is within what a quiet machine's own daemons cause.
-SPARE_CORE_MARGIN = 0.25
-# Steal above this (in cores, averaged over the interval) means the hypervisor took time from this machine.
-STEAL_LIMIT = 0.1
 
 
 @dataclass(frozen=True)
@@ -93,15 +87,3 @@ def host_load(before: CpuSnapshot | None, after: CpuSnapshot | None, run_threads
     cpus = cpus or os.cpu_count() or 1
     return HostLoad(other_cores=other / tick_s, steal_cores=(after.steal_ticks - before.steal_ticks) / tick_s,
                     spare_cores=max(0.0, float(cpus - run_threads)))
-
-
-def contention(summary: dict[str, float | None]) -> str:
-    """Why a run's timings cannot be trusted because of the machine ("" when they can or nothing was recorded)."""
-    other, spare = summary.get("host_other_cores"), summary.get("host_spare_cores")
-    steal = summary.get("host_steal_cores")
-    reasons = []
-    if other is not None and spare is not None and other > spare + SPARE_CORE_MARGIN:
-        reasons.append(f"other processes kept {other:.2f} cores busy while timing ({spare:g} spare)")
-    if steal is not None and steal > STEAL_LIMIT:
-        reasons.append(f"the hypervisor stole {steal:.2f} cores")
-    return "; ".join(reasons)

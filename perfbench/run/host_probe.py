@@ -5,7 +5,7 @@ Linux exposes (other processes' CPU time, steal, load average, clock) stays flat
 host's caches and memory bandwidth. The model's timings then spread or jump, and nothing says why. The probe
 times the same small matmul loop before every timed iteration (best of a few repeats, so a single interrupt
 does not count). Its spread inside a run is recorded (`host_speed_change`) but does not judge the run; its level
-does decide whether two runs can be compared (perfbench/run/stability.py `host_speed_differs` says why).
+does decide whether two runs can be compared (perfbench/analysis/stability.py `host_speed_differs` says why).
 
 The probe runs on the CPU with the run's intra-op threads: what the model's CPU kernels see. On an accelerator
 the device's speed is not what it measures, so runs there skip it.

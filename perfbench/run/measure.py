@@ -13,7 +13,7 @@ Protocol (a process per run, or per round for single-process CPU runs: perfbench
    input building are outside the timer). The output length is pinned (no EOS) and checked. One sample per
    iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
    kept apart for distribution plots. Host signals around the timing feed the stability verdict
-   (perfbench/run/stability.py); a fixed CPU kernel timed before each iteration (perfbench/run/host_probe.py)
+   (perfbench/analysis/stability.py); a fixed CPU kernel timed before each iteration (perfbench/run/host_probe.py)
    is recorded beside them, and its level decides whether two runs were timed at one host speed.
 4. One untimed iteration with the MoE routing counts on (per layer, phase and expert; summed over the EP
    group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record. In an
@@ -48,11 +48,11 @@ from model.backend import (
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
-from perfbench.analysis import stats
+from perfbench.analysis import stability, stats
 from perfbench.analysis.expert_load import load_record
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
-from perfbench.run import host_load, stability
+from perfbench.run import host_load, host_signals
 from perfbench.run.cluster import is_result_writer
 from perfbench.run.host_probe import HostProbe, speed_change
 from perfbench.run.numerics import logit_agreement
@@ -253,14 +253,14 @@ class Timings:
 
 @dataclass
 class HostWatch:
-    """Host signals read before timing, to judge the timing window when it ends (perfbench/run/stability.py)."""
+    """Host signals read before timing, to judge the timing window when it ends (perfbench/analysis/stability.py)."""
 
-    signals: stability.HostSignals
+    signals: host_signals.HostSignals
     load: host_load.CpuSnapshot | None
 
     @classmethod
     def start(cls) -> HostWatch:
-        return cls(stability.read_signals(), host_load.snapshot())
+        return cls(host_signals.read_signals(), host_load.snapshot())
 
     def summary(self, device: str) -> dict[str, float | None]:
         threads = _run_threads(device)
@@ -268,7 +268,7 @@ class HostWatch:
         load = host_load.host_load(self.load, host_load.snapshot(), run_threads=threads)
         if load is not None:
             out.update(load.as_summary())
-        out.update(stability.signals_summary(self.signals, stability.read_signals(), threads))
+        out.update(host_signals.signals_summary(self.signals, host_signals.read_signals(), threads))
         return out
 
 

@@ -8,10 +8,10 @@ interrupted sweep loses nothing already measured), runs/<run_id>/{spec.json, wor
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from model.backend import Capabilities, detect_capabilities
@@ -19,26 +19,16 @@ from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
 from perfbench.output_paths import check_output_dir
-from perfbench.results import RunPlan, RunResult, atomic_write_json, load_results, write_results
+from perfbench.results import RunResult, atomic_write_json, load_results, write_results
 from perfbench.run.cluster import NodeLaunch, launch_for
 from perfbench.run.environment import collect_environment
 from perfbench.run.executors.base import Executor
 from perfbench.run.executors.local import LocalExecutor
 from perfbench.run.folder_owner import check_identity, owned
-from perfbench.run.launcher import (
-    ProcessOutcome,
-    child_env,
-    rank_log_tails,
-    run_process,
-    signal_name,
-    tail,
-    worker_command,
-)
-from perfbench.run.reused_worker import ReusedWorker, shares_a_worker
 from perfbench.run.summary_table import summary_table
-from perfbench.run.worker import WORKER_BANNER
 
 INTERRUPTED_EXIT = 130
+ReportHook = Callable[[Path], None]  # renders a result folder after the runs
 RETRIED = ("killed", "timeout")  # statuses --resume measures again
 
 
@@ -89,80 +79,6 @@ def previous_results(out: Path, resume: bool, out_given: bool) -> list[RunResult
         raise UserError(f"--resume: {' '.join(str(err).split())}") from None
 
 
-def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, started: str,
-             env: dict[str, object]) -> RunResult:
-    """The run's result: the worker's result.json if it wrote one, else a failure record saying why."""
-    spec = planned.spec
-    result_path = run_dir / "result.json"
-    if result_path.is_file():
-        try:
-            result = RunResult.from_dict(json.loads(result_path.read_text()))
-        except (ValueError, TypeError) as err:
-            result = RunResult(spec.run_id, "error", spec, error=f"unreadable result.json: {err}")
-        result.plan = result.plan or RunPlan.of(planned.plan)
-        result.env = result.env or env
-        result.started_at = result.started_at or started
-        result.wall_s = result.wall_s or outcome.wall_s
-        return result
-    log = "\n".join(line for line in tail(run_dir / "worker.log").splitlines()
-                    if not line.startswith(WORKER_BANNER))
-    ranks = rank_log_tails(run_dir)
-    parts = (log and f"--- worker.log ---\n{log}", ranks and f"--- rank logs ---\n{ranks}")
-    detail = "\n".join(x for x in parts if x)
-    if outcome.timed_out:
-        status, why = "timeout", f"timed out after {spec.timeout_s:g} s; process group killed"
-    elif outcome.signal is not None:
-        status, why = "killed", f"killed by {signal_name(outcome.signal)} without a result"
-    else:
-        status, why = "error", f"worker exited with code {outcome.returncode} without a result"
-    return RunResult(run_id=spec.run_id, status=status, spec=spec,
-                     error=f"{why}\n{detail}".rstrip(), plan=RunPlan.of(planned.plan), env=dict(env),
-                     started_at=started, wall_s=outcome.wall_s)
-
-
-def _prepare_attempt(planned: PlannedRun, out: Path, launch: NodeLaunch | None, base_env: dict[str, str] | None,
-                     executor: str) -> tuple[Path, Path, dict[str, str]]:
-    """(run folder, spec.json, the worker's environment) of a run about to start."""
-    spec = planned.spec
-    run_dir = out / "runs" / spec.run_id
-    (run_dir / "result.json").unlink(missing_ok=True)  # left by an interrupted attempt
-    spec_path = run_dir / "spec.json"
-    atomic_write_json(spec_path, spec.to_dict())
-    env_vars = child_env(spec, base_env, launch, executor)
-    # one inductor cache per sweep: a kernel compiles once (the first run compiles cold, later ones warm)
-    env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "compile_cache" / "inductor").absolute()))
-    env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
-    return run_dir, spec_path, env_vars
-
-
-def execute_group(group: list[PlannedRun], out: Path, env: dict[str, object],
-                  worker: ReusedWorker) -> list[tuple[RunResult, float]]:
-    """A block group (perfbench/run/blocks.py) in `worker`: every run's (result, wall seconds)."""
-    attempts = [_prepare_attempt(p, out, None, None, "local") for p in group]
-    started = _now()
-    timeout = sum(p.spec.timeout_s for p in group)
-    outcomes = worker.run_group([a[1] for a in attempts], [a[0] for a in attempts], attempts[0][2],
-                                group[0].spec.round, timeout)
-    return [(classify(p, o, a[0], started, env), o.wall_s) for p, o, a in zip(group, outcomes, attempts)]
-
-
-def execute(planned: PlannedRun, out: Path, env: dict[str, object], launch: NodeLaunch | None = None,
-            base_env: dict[str, str] | None = None, executor: str = "local",
-            worker: ReusedWorker | None = None) -> tuple[RunResult, float]:
-    """One run in a fresh process (torchrun when world_size > 1; node 0's part of a multi-node `launch`), or in
-    `worker`, the round's process, when the run can share it (reused_worker.py): (result, the run's wall
-    seconds). Every executor runs a run through here."""
-    spec = planned.spec
-    run_dir, spec_path, env_vars = _prepare_attempt(planned, out, launch, base_env, executor)
-    started = _now()
-    if worker is not None and shares_a_worker(spec, launch):
-        outcome = worker.run(spec_path, run_dir, env_vars, spec.round, spec.timeout_s)
-    else:
-        outcome = run_process(worker_command(spec, spec_path, run_dir, launch=launch), env_vars,
-                              run_dir / "worker.log", spec.timeout_s)
-    return classify(planned, outcome, run_dir, started, env), outcome.wall_s
-
-
 def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
               executor: Executor | None = None) -> list[RunResult]:
     """Run what `previous` lacks; rewrite the result files after each run. Returns this sweep's results."""
@@ -204,19 +120,6 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
     return [r for r in results if r.run_id in ids]
 
 
-def _build_report(out: Path) -> None:
-    try:
-        from perfbench.report import build_report
-    except ImportError:
-        _say("report: perfbench.report is not available in this checkout; skipped")
-        return
-    try:
-        print(f"report: {build_report(out)}")
-    except Exception as err:  # noqa: BLE001 - the runs are saved; a report bug must not hide them
-        _say(f"report: failed ({type(err).__name__}: {' '.join(str(err).split())}); "
-             f"rerun with `perfbench report {out}`")
-
-
 def make_executor(name: str, address: str | None, launch: NodeLaunch) -> Executor:
     if name == "ray":
         from perfbench.run.executors.ray_executor import RayExecutor
@@ -228,8 +131,10 @@ def make_executor(name: str, address: str | None, launch: NodeLaunch) -> Executo
 
 
 def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str], dry_run: bool,
-                 resume: bool, report: bool, executor: str = "local", address: str | None = None) -> int:
-    """Validate, expand and run a scenario. Exit code: 0 all runs ok, 1 some run failed, 130 interrupted."""
+                 resume: bool, report: ReportHook | None = None, executor: str = "local",
+                 address: str | None = None) -> int:
+    """Validate, expand and run a scenario; `report` renders the folder afterwards (the cli hands it in: the run
+    stage does not import the report stage). Exit code: 0 all runs ok, 1 some run failed, 130 interrupted."""
     sc = load_scenario(scenario, overrides)
     launch = launch_for(sc.perfbench.cluster, sc.parallel_config.world_size,
                         need_endpoint=executor == "local" and not dry_run)
@@ -264,7 +169,7 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
 
 
 def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, overrides: list[str],
-               resume: bool, report: bool, executor: str, address: str | None, launch: NodeLaunch,
+               resume: bool, report: ReportHook | None, executor: str, address: str | None, launch: NodeLaunch,
                out_given: bool) -> int:
     """The sweep, with the folder's lock held (perfbench/run/folder_owner.py)."""
     previous = previous_results(out, resume, out_given)
@@ -278,8 +183,8 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
                           *([f"--address {address}"] if address else []), f"--out {out} --resume"])
         _say(f"\ninterrupted; finished runs are in {out}/results.jsonl; continue with: {again}")
         return INTERRUPTED_EXIT
-    if report:
-        _build_report(out)
+    if report is not None:
+        report(out)
     print(summary_table(results))
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "error", "timeout", "killed")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "ok")

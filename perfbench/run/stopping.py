@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfbench.run.stability import rel_ci_width
+from perfbench.analysis.stability import rel_ci_width
 
 CONVERGED = "converged"
 MAX_ITERATIONS = "max_iterations"

@@ -1,6 +1,6 @@
 """The executor seam: the runner hands an executor the runs still to do and records what it yields.
 
-Every executor runs a run through `perfbench.run.runner.execute` (process, timeout, failure record), so a
+Every executor runs a run through `perfbench.run.attempt.execute` (process, timeout, failure record), so a
 result folder does not depend on the executor except for the `executor` field of each result's environment.
 """
 

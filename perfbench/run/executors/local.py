@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
+from perfbench.run.attempt import execute, execute_group
 from perfbench.run.cluster import NodeLaunch
 from perfbench.run.executors.base import Finished
 from perfbench.run.reused_worker import ReusedWorker
@@ -20,8 +21,6 @@ class LocalExecutor:
 
     def run(self, runs: Sequence[PlannedRun], out: Path, env: dict[str, object],
             announce: Callable[[PlannedRun], None]) -> Iterator[Finished]:
-        from perfbench.run.runner import execute, execute_group  # the runner imports this module
-
         worker = ReusedWorker(out)  # the CPU runs of a round share a process (perfbench/run/reused_worker.py)
         done: set[str] = set()
         try:

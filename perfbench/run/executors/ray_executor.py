@@ -4,7 +4,7 @@ resources allow, and the driver (this process) records each result as it arrives
 A run of one node is one task asking for nproc_per_node `CPU`, `GPU` or `NPU` resources. A run of several
 nodes gets a placement group of one such bundle per node (STRICT_SPREAD: a node each); a probe task on
 bundle 0 picks the c10d rendezvous endpoint, then one task per bundle starts that node's torchrun. Inside a
-task the run goes through `perfbench.run.runner.execute` like a local run, with CUDA_VISIBLE_DEVICES /
+task the run goes through `perfbench.run.attempt.execute` like a local run, with CUDA_VISIBLE_DEVICES /
 ASCEND_RT_VISIBLE_DEVICES set to the device ids Ray assigned, so runs sharing a node never share a device.
 
 Ray is an optional extra (`pip install -e ".[ray]"`), imported only here. Every node needs perfbench
@@ -64,7 +64,7 @@ def _task_env() -> dict[str, str]:
 
 def _run_node0(planned: PlannedRun, out: str, env: dict[str, object],
                launch: NodeLaunch | None) -> tuple[RunResult, float]:
-    from perfbench.run.runner import execute
+    from perfbench.run.attempt import execute
 
     return execute(planned, Path(out), env, launch=launch, base_env=_task_env(), executor="ray")
 

@@ -12,7 +12,7 @@ from perfbench.cli import main
 from perfbench.config.scenario import load_scenario
 from perfbench.config.sweep import plan_sweep
 from perfbench.results import RunPlan, RunResult, write_results
-from perfbench.run import runner
+from perfbench.run import attempt, runner
 from perfbench.run.folder_owner import check_identity, identity, owned
 from perfbench.run.launcher import ProcessOutcome
 
@@ -89,6 +89,6 @@ def test_a_killed_shared_worker_reports_the_signal_not_its_banner(tmp_path: Path
     run_dir = tmp_path / "runs" / "r"
     run_dir.mkdir(parents=True)
     (run_dir / "worker.log").write_text("perfbench worker pid 123: run 2 of this process\n")
-    result = runner.classify(sweep.runs[0], ProcessOutcome(-9, False, 1.0, 9), run_dir, "now", {})
+    result = attempt.classify(sweep.runs[0], ProcessOutcome(-9, False, 1.0, 9), run_dir, "now", {})
     assert result.status == "killed"
     assert result.error.strip().splitlines()[-1] == "killed by SIGKILL without a result"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from perfbench.analysis.stability import contention
 from perfbench.run import host_load
-from perfbench.run.host_load import CpuSnapshot, HostLoad, contention
+from perfbench.run.host_load import CpuSnapshot, HostLoad
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux /proc")
 

@@ -95,7 +95,7 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
     ray_out, local_out = tmp_path / "ray", tmp_path / "local"
     # the hanging run first: its timeout (long enough for an ok run on a loaded 2-core machine) overlaps the rest
     rc = run_scenario(str(sweep_scenario(tmp_path, FAULT_RUNS[::-1] + OK_RUNS)), str(ray_out), [], dry_run=False,
-                      resume=False, report=False, executor="ray", address=ray_address)
+                      resume=False, report=None, executor="ray", address=ray_address)
     assert rc == 1  # two runs fail on purpose
     got = {r.run_id: r for r in load_results(ray_out)}
     statuses = sorted(r.status for r in got.values())
@@ -110,7 +110,7 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
     assert any(a[0] + 1.0 < b[0] < a[1] - 1.0 for i, a in enumerate(windows) for b in windows[i + 1:]), windows
 
     assert run_scenario(str(sweep_scenario(tmp_path, OK_RUNS)), str(local_out), [], dry_run=False, resume=False,
-                        report=False) == 0
+                        report=None) == 0
     local = {r.run_id: r for r in load_results(local_out)}
     assert local.keys() <= got.keys(), "the same runs get the same ids under either executor"
     assert json.loads((ray_out / "results.jsonl").read_text().splitlines()[0]).keys() == \
@@ -156,7 +156,7 @@ def test_killed_ray_driver_resumes_with_the_same_run_ids(ray_address, tmp_path):
         assert time.monotonic() < deadline, "a run outlived its killed driver"
         time.sleep(0.2)
 
-    assert run_scenario(str(path), str(out), [], dry_run=False, resume=True, report=False, executor="ray",
+    assert run_scenario(str(path), str(out), [], dry_run=False, resume=True, report=None, executor="ray",
                         address=ray_address) == 0
     ids = [json.loads(line)["run_id"] for line in jsonl.read_text().splitlines() if line.strip()]
     planned = sorted(p.name for p in (out / "runs").iterdir())
@@ -174,7 +174,7 @@ def test_two_node_run_gets_a_spread_placement_group(ray_address, tmp_path):
     path = tmp_path / "two_nodes.yaml"
     path.write_text(json.dumps(doc))
     out = tmp_path / "out"
-    assert run_scenario(str(path), str(out), [], dry_run=False, resume=False, report=False, executor="ray",
+    assert run_scenario(str(path), str(out), [], dry_run=False, resume=False, report=None, executor="ray",
                         address=ray_address) == 0
     (result,) = load_results(out)
     assert result.status == "ok" and result.numerics["tokens_match"] is True

@@ -163,7 +163,7 @@ def test_a_sweep_shares_a_worker_per_round_and_its_compile_cache_across_rounds(t
     path = tmp_path / "two_rounds.yaml"
     path.write_text(json.dumps(doc))
     out = tmp_path / "out"
-    assert run_scenario(str(path), str(out), [], dry_run=False, resume=False, report=False) == 0
+    assert run_scenario(str(path), str(out), [], dry_run=False, resume=False, report=None) == 0
     results = load_results(out)
     pid = {r.run_id: re.search(r"worker pid (\d+)", (out / "runs" / r.run_id / "worker.log").read_text())[1]
            for r in results}

@@ -73,7 +73,7 @@ def cli_output(result) -> str:
 def test_failed_runs_are_recorded_and_the_sweep_goes_on(tmp_path):
     out = tmp_path / "out"
     rc = run_scenario(str(fault_scenario(tmp_path, ["raise", "kill", "exit"])), str(out), [], dry_run=False,
-                      resume=False, report=False)
+                      resume=False, report=None)
     assert rc == 1  # a failed run is not a usage error
     results = by_fault(out)
     assert set(results) == {"raise", "kill", "exit"}
@@ -93,7 +93,7 @@ def test_failed_runs_are_recorded_and_the_sweep_goes_on(tmp_path):
 def test_hanging_run_times_out_and_leaves_no_process(tmp_path):
     out = tmp_path / "out"
     rc = run_scenario(str(fault_scenario(tmp_path, ["hang"], timeout_s=3)), str(out), [], dry_run=False,
-                      resume=False, report=False)
+                      resume=False, report=None)
     (result,) = load_results(out)
     assert rc == 1 and result.status == "timeout" and "timed out after 3 s" in result.error
     assert alive_with(str(out / "runs" / result.run_id / "spec.json")) == []
@@ -105,7 +105,7 @@ def test_torchrun_tears_down_the_group_when_a_rank_fails(tmp_path):
     out = tmp_path / "out"
     rc = run_scenario(str(fault_scenario(tmp_path, ["0:raise,1:hang", "0:hang,1:kill"], timeout_s=60,
                                          parallel=TWO_RANKS)), str(out), [], dry_run=False, resume=False,
-                      report=False)
+                      report=None)
     results = by_fault(out)
     assert rc == 1
     assert results["0:raise,1:hang"].status == "error" and "injected fault" in results["0:raise,1:hang"].error
@@ -137,7 +137,7 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating_runs(tmp_path):
         assert time.monotonic() < deadline, "a worker outlived its killed runner"
         time.sleep(0.05)
 
-    rc = run_scenario(str(path), str(out), [], dry_run=False, resume=True, report=False)
+    rc = run_scenario(str(path), str(out), [], dry_run=False, resume=True, report=None)
     assert rc == 1  # every run here is an injected error
     ids = [json.loads(line)["run_id"] for line in jsonl.read_text().splitlines() if line.strip()]
     assert len(ids) == 4 and len(set(ids)) == 4
@@ -145,7 +145,7 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating_runs(tmp_path):
     assert all(after[i] == before[i] for i in before), "finished runs were not redone"
 
     # a second resume has nothing left to do
-    assert run_scenario(str(path), str(out), [], dry_run=False, resume=True, report=False) == 1
+    assert run_scenario(str(path), str(out), [], dry_run=False, resume=True, report=None) == 1
     assert len(jsonl.read_text().strip().splitlines()) == 4
 
 

@@ -4,7 +4,7 @@ A metric (TTFT, TPOT: one sample per timed iteration) is unstable when the 95 % 
 `MAX_REL_CI` of the median, or when more than `MAX_OUTLIER_SHARE` of its samples lie outside
 `OUTLIER_MADS` scaled median absolute deviations (a bimodal or spiky sample). A run is unstable when any of
 its metrics is, or when the machine was not quiet while it was timed:
-- other processes' CPU load beyond the spare cores (`host_load.contention`, which also covers hypervisor steal);
+- other processes' CPU load beyond the spare cores (`contention`, which also covers hypervisor steal);
 - the run queue while timing above the CPU count (from the 1-minute load average of /proc/loadavg read before and
   after, with the average's decay undone, so load that ended before the run does not count: `loadavg_during`);
 - the CPU clock spread across the timed iterations above `MAX_FREQ_SPREAD` (throttling or a governor changing
@@ -18,21 +18,20 @@ beside these but is not a criterion: a few readings per run spread ~12% on stead
 decide between two runs: `contended(a, b)` also holds a pair whose probe medians differ by more than
 `HOST_SPEED_TOLERANCE` (the host ran at another speed, so their times differ whatever the code did; see
 `host_speed_differs`).
+
+Judgements only: the figures come from perfbench/run/host_signals.py and perfbench/run/host_load.py, read around
+the timed iterations; this module reads recorded results, so the offline stages (gate, compare, report) use it
+without the run stage.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from perfbench.analysis import stats
-from perfbench.run.host_load import contention
 
 if TYPE_CHECKING:
     from perfbench.results import RunResult
@@ -50,8 +49,11 @@ MIN_MEM_AVAILABLE = 0.05  # share of MemTotal
 CI_LEVEL = stats.CI_LEVEL
 PROBE_SAMPLES = "host_probe_ms"  # the probe readings of a run (perfbench/run/measure.py)
 
-PROC = Path("/proc")
-SYS_CPU = Path("/sys/devices/system/cpu")
+# Other processes may use the cores the run does not need plus this much of one core before the run counts as
+# contended: below it, the interference is within what a quiet machine's own daemons cause.
+SPARE_CORE_MARGIN = 0.25
+# Steal above this (in cores, averaged over the interval) means the hypervisor took time from this machine.
+STEAL_LIMIT = 0.1
 
 
 @dataclass(frozen=True)
@@ -176,93 +178,13 @@ def contended(*runs: RunResult) -> str:
     return "; ".join(reasons)
 
 
-# ---- host signals (read around the timed iterations) ---------------------------------------------
-
-
-def _loadavg(proc: Path) -> float | None:
-    try:
-        return float((proc / "loadavg").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def cpu_mhz(sys_cpu: Path = SYS_CPU) -> float | None:
-    """Mean current clock of the CPUs in MHz (scaling_cur_freq is in kHz); None where cpufreq is absent."""
-    values = []
-    for path in sys_cpu.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"):
-        try:
-            values.append(int(path.read_text().split()[0]) / 1e3)
-        except (OSError, ValueError, IndexError):
-            continue
-    return sum(values) / len(values) if values else None
-
-
-def _mem_pressure(proc: Path) -> float | None:
-    """"some avg10" of /proc/pressure/memory (percent); None without PSI."""
-    try:
-        for line in (proc / "pressure" / "memory").read_text().splitlines():
-            if line.startswith("some"):
-                return float(dict(kv.split("=") for kv in line.split()[1:])["avg10"])
-    except (OSError, ValueError, KeyError):
-        return None
-    return None
-
-
-def _mem_available(proc: Path) -> float | None:
-    try:
-        info = {}
-        for line in (proc / "meminfo").read_text().splitlines():
-            key, _, rest = line.partition(":")
-            info[key] = int(rest.split()[0])
-        return info["MemAvailable"] / info["MemTotal"]
-    except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError):
-        return None
-
-
-@dataclass(frozen=True)
-class HostSignals:
-    loadavg_1m: float | None
-    cpu_mhz: float | None
-    mem_pressure_avg10: float | None
-    mem_available_frac: float | None
-    read_at_s: float = field(default=0.0, compare=False)  # time.monotonic() of the reading
-
-
-# Linux's 1-minute load average: every 5 s, L <- L e^(-5/60) + n (1 - e^(-5/60)) for the current run-queue length n.
-LOADAVG_TAU_S = 60.0
-# Shorter than three updates, the two readings say too little about the interval itself: no verdict.
-LOADAVG_MIN_INTERVAL_S = 15.0
-
-
-def loadavg_during(before: float | None, after: float | None, seconds: float) -> float | None:
-    """Mean run-queue length over an interval from the 1-minute load average at its start and end: the
-    kernel's filter over the interval, L_after = L_before d + n (1 - d) with d = e^(-seconds/60), solved for n.
-    Without it, a quiet run started within a minute of other work would read that work's load. None when a
-    reading is missing or the interval is shorter than `LOADAVG_MIN_INTERVAL_S`."""
-    if before is None or after is None or seconds < LOADAVG_MIN_INTERVAL_S:
-        return None
-    decay = math.exp(-seconds / LOADAVG_TAU_S)
-    return (after - before * decay) / (1 - decay)
-
-
-def read_signals(proc: Path = PROC, sys_cpu: Path = SYS_CPU) -> HostSignals:
-    return HostSignals(_loadavg(proc), cpu_mhz(sys_cpu), _mem_pressure(proc), _mem_available(proc), time.monotonic())
-
-
-def signals_summary(before: HostSignals, after: HostSignals, run_threads: int,
-                    cpus: int | None = None) -> dict[str, float | None]:
-    """The summary entries of two readings: the run queue while timing net of the run's own threads
-    (`loadavg_during`; None for intervals too short to tell), clock min/max, the worse memory figures."""
-    cpus = cpus or os.cpu_count() or 1
-    loadavg = loadavg_during(before.loadavg_1m, after.loadavg_1m, after.read_at_s - before.read_at_s)
-    clocks = [c for c in (before.cpu_mhz, after.cpu_mhz) if c is not None]
-    pressures = [p for p in (before.mem_pressure_avg10, after.mem_pressure_avg10) if p is not None]
-    avail = [a for a in (before.mem_available_frac, after.mem_available_frac) if a is not None]
-    return {
-        "host_loadavg_1m": None if loadavg is None else round(max(0.0, loadavg - run_threads), 3),
-        "host_cpus": float(max(1, cpus - run_threads)),
-        "host_cpu_mhz_min": round(min(clocks), 1) if clocks else None,
-        "host_cpu_mhz_max": round(max(clocks), 1) if clocks else None,
-        "host_mem_pressure_avg10": max(pressures) if pressures else None,
-        "host_mem_available_frac": round(min(avail), 4) if avail else None,
-    }
+def contention(summary: dict[str, float | None]) -> str:
+    """Why a run's timings cannot be trusted because of the machine ("" when they can or nothing was recorded)."""
+    other, spare = summary.get("host_other_cores"), summary.get("host_spare_cores")
+    steal = summary.get("host_steal_cores")
+    reasons = []
+    if other is not None and spare is not None and other > spare + SPARE_CORE_MARGIN:
+        reasons.append(f"other processes kept {other:.2f} cores busy while timing ({spare:g} spare)")
+    if steal is not None and steal > STEAL_LIMIT:
+        reasons.append(f"the hypervisor stole {steal:.2f} cores")
+    return "; ".join(reasons)

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from perfbench.analysis import stability
+from perfbench.analysis.stability import host_reasons, metric_stability, outlier_share, run_stability
 from perfbench.results import RunResult, RunSpec, load_results
-from perfbench.run import stability
+from perfbench.run import host_signals
 from perfbench.run.launcher import PROJECT_DIR
-from perfbench.run.stability import host_reasons, metric_stability, outlier_share, run_stability
 
 QUIET = {"host_other_cores": 0.2, "host_spare_cores": 1.0, "host_steal_cores": 0.0, "host_loadavg_1m": 0.3,
          "host_cpus": 1.0, "host_cpu_mhz_min": 2400.0, "host_cpu_mhz_max": 2450.0,
@@ -94,13 +95,13 @@ def test_signals_are_read_from_proc_and_sys(tmp_path):
     for cpu, khz in (("cpu0", 2000000), ("cpu1", 3000000)):
         (sys_cpu / cpu / "cpufreq").mkdir(parents=True)
         (sys_cpu / cpu / "cpufreq" / "scaling_cur_freq").write_text(f"{khz}\n")
-    signals = stability.read_signals(proc, sys_cpu)
-    assert signals == stability.HostSignals(2.5, 2500.0, 12.5, 0.25)
-    summary = stability.signals_summary(signals, signals, run_threads=1, cpus=4)
+    signals = host_signals.read_signals(proc, sys_cpu)
+    assert signals == host_signals.HostSignals(2.5, 2500.0, 12.5, 0.25)
+    summary = host_signals.signals_summary(signals, signals, run_threads=1, cpus=4)
     # the same reading twice spans no time: the load average cannot speak for the interval
     assert summary["host_loadavg_1m"] is None and summary["host_cpus"] == 3.0  # the run's own thread taken off
     # nothing there: no signal, no verdict
-    assert stability.read_signals(tmp_path / "none", tmp_path / "none") == stability.HostSignals(None, None, None,
+    assert host_signals.read_signals(tmp_path / "none", tmp_path / "none") == host_signals.HostSignals(None, None, None,
                                                                                                   None)
 
 
@@ -169,19 +170,19 @@ def kernel_loadavg(start: float, run_queue: list[float]) -> float:
 def test_loadavg_during_undoes_the_kernels_decay(start, run_queue, expected):
     seconds = 5.0 * len(run_queue)
     after = kernel_loadavg(start, run_queue)
-    assert stability.loadavg_during(start, after, seconds) == pytest.approx(expected, abs=0.05)
+    assert host_signals.loadavg_during(start, after, seconds) == pytest.approx(expected, abs=0.05)
 
 
 def test_loadavg_gives_no_verdict_for_short_intervals_or_missing_readings():
-    assert stability.loadavg_during(3.0, 3.0, stability.LOADAVG_MIN_INTERVAL_S - 1) is None
-    assert stability.loadavg_during(None, 3.0, 60.0) is None
+    assert host_signals.loadavg_during(3.0, 3.0, host_signals.LOADAVG_MIN_INTERVAL_S - 1) is None
+    assert host_signals.loadavg_during(None, 3.0, 60.0) is None
 
 
 def test_a_quiet_run_right_after_other_work_has_no_load_reason():
     # the parallel tests left a load average of 3; a 20 s run starts as they end, with only its own thread running
-    before = stability.HostSignals(3.0, None, None, None, read_at_s=100.0)
-    after = stability.HostSignals(kernel_loadavg(3.0, [1.0] * 4), None, None, None, read_at_s=120.0)
-    summary = stability.signals_summary(before, after, run_threads=1, cpus=2)
+    before = host_signals.HostSignals(3.0, None, None, None, read_at_s=100.0)
+    after = host_signals.HostSignals(kernel_loadavg(3.0, [1.0] * 4), None, None, None, read_at_s=120.0)
+    summary = host_signals.signals_summary(before, after, run_threads=1, cpus=2)
     assert summary["host_loadavg_1m"] == pytest.approx(0.0, abs=0.05)
     assert after.loadavg_1m - 1 > summary["host_cpus"]   # what the raw reading would have flagged
     assert not any("load average" in r for r in host_reasons({**QUIET, **summary}))
