@@ -34,13 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from perfbench.analysis.compare import COMPARED, Match, MetricChange, match_runs  # noqa: E402
 from perfbench.analysis.rounds import ROUND_PREFIX  # noqa: E402
-from perfbench.analysis.speedup import Speedup  # noqa: E402
+from perfbench.analysis.speedup import (  # noqa: E402
+    Speedup,  # noqa: E402
+    plan_label,
+    speedups,
+)
 from perfbench.analysis.stability import host_speed_differs  # noqa: E402
 from perfbench.gate.checks import FAIL  # noqa: E402
 from perfbench.gate.engine import evaluate  # noqa: E402
 from perfbench.gate.rules import default_rules  # noqa: E402
 from perfbench.results import ResultFolder, RunResult, load_folder  # noqa: E402
-from perfbench.run.summary_table import plan_label, speedups  # noqa: E402
 
 PLANTED = 1.15
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "tpot_steps_ms")

@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tabulate import tabulate
+
 from model.backend import Capabilities
 from model.optimizations import TOGGLE_NAMES, Plan, resolve_plan
 from perfbench.config.labels import TOGGLE_ABBREV
@@ -111,9 +113,7 @@ class SweepPlan:
         header = ("run id", "shape", "request", "effective toggles", "inactive (requested)")
         rows = [(r.spec.run_id, shape_label(r.spec), r.label, compact(r.plan), inactive(r.plan))
                 for r in self.runs]
-        widths = [max(len(x) for x in col) for col in zip(header, *rows)]
-        for row in (header, *rows):
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines += tabulate(rows, header, tablefmt="plain", disable_numparse=True).splitlines()
         if self.timing:
             lines.append("timing:")
             lines += [f"  {line}" for line in self.timing]

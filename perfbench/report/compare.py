@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tabulate import tabulate
+
 from perfbench.analysis import stats
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_runs
@@ -84,12 +86,9 @@ def _terminal(a: Path, b: Path, rows: list[dict[str, Any]], only_a: list[RunResu
         ci = f"[{cell(row['ci_lo'])}, {cell(row['ci_hi'])}]" if row.get("ci_lo") is not None else ""
         table.append([row["run"], row.get("metric", ""), cell(row.get("a")), cell(row.get("b")),
                       cell(row.get("ratio")), ci, cell(row.get("p_value")), row["change"]])
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    right = {2, 3, 4, 6}
+    align = ["right" if i in (2, 3, 4, 6) else "left" for i in range(len(header))]
     lines = [f"A (before): {a}", f"B (after):  {b}", ""]
-    for r in table:
-        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
-        lines.append("  ".join(cells).rstrip())
+    lines += tabulate(table[1:], header, tablefmt="plain", disable_numparse=True, colalign=align).splitlines()
     if len(table) == 1:
         lines.append("(no matched runs)")
     lines.append(f"~: not significant (two-sided Mann-Whitney p >= {ALPHA}, the CI contains 1, or, with one "

@@ -15,6 +15,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from tabulate import tabulate
+
 from model.backend import Capabilities
 from model.config import PRESETS, Qwen3_5MoeTextConfig, load_config
 from model.cost import CostToggles, CostWorkload, model_cost
@@ -160,8 +162,7 @@ def estimate_scenario(scenario: Scenario, peaks: DevicePeaks) -> tuple[list[Plan
 
 # ---- output ---------------------------------------------------------------------------------------------
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in (header, *rows)]
+    return tabulate(rows, header, tablefmt="plain", disable_numparse=True).splitlines()
 
 
 def _ms(seconds: float) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import platformdirs
 import yaml
 
 from perfbench.config.key_value import parse_key_number
@@ -178,7 +179,9 @@ def cpu_cache_key() -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PERFBENCH_CACHE", Path.home() / ".cache" / "perfbench"))
+    """The per-user cache folder: PERFBENCH_CACHE, else the platform's user cache dir (measured CPU peaks, the
+    compile cache of `perfbench ab`)."""
+    return Path(os.environ.get("PERFBENCH_CACHE") or platformdirs.user_cache_dir("perfbench"))
 
 
 def cpu_peaks(refresh: bool = False, reps: int = 5) -> DevicePeaks:

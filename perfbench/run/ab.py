@@ -35,6 +35,7 @@ from typing import IO, Any
 from perfbench.analysis import paired
 from perfbench.errors import UserError
 from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json, write_results
+from perfbench.roofline.peaks import cache_dir
 from perfbench.run.arms import Arm, ArmSet, check_out, repository_of
 from perfbench.run.environment import emulation_label
 from perfbench.run.launcher import start_in_group, stop_group
@@ -42,6 +43,7 @@ from perfbench.run.launcher import start_in_group, stop_group
 AB_FILE = "ab.json"
 METRICS = ("ttft_ms", "tpot_ms")
 EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
+MIN_GENERATIONS = 2  # worker generations (processes per arm) before any verdict
 READY_TIMEOUT_S = 900.0  # building and compiling every run of a scenario
 ITERATION_TIMEOUT_S = 300.0
 
@@ -88,7 +90,9 @@ class ArmWorker:
         arm_out.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(arm.overlay), *filter(None, [env.get("PYTHONPATH")])])
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str((arm_out / "compile_cache" / "inductor").absolute()))
+        # one inductor cache for every ab job of this user: its entries are keyed by the graph, so both arms and
+        # every commit share it safely, and a fresh worker of a new job starts warm
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
         env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
         read_fd, write_fd = os.pipe()
         cmd = [sys.executable, "-m", "perfbench.run.ab_worker", "--reply-fd", str(write_fd),
@@ -152,11 +156,14 @@ def clusters(pairs: list[Pair], run_id: str, metric: str) -> dict[int, tuple[lis
 
 
 def verdicts(pairs: list[Pair], run_ids: list[str], threshold: float) -> dict[str, dict[str, paired.PairedRatio]]:
-    """run_id -> metric -> head / base with its verdict."""
+    """run_id -> metric -> head / base with its verdict. Pairs from one worker generation decide nothing: one
+    process cannot show how far another would differ, so its CI is too narrow to trust (inconclusive)."""
     out: dict[str, dict[str, paired.PairedRatio]] = {}
     for rid in run_ids:
         for metric in METRICS:
             ratio = paired.paired_ratio(clusters(pairs, rid, metric), threshold, n_boot=1000)
+            if ratio is not None and ratio.processes < MIN_GENERATIONS:
+                ratio = dataclasses.replace(ratio, verdict=paired.INCONCLUSIVE)
             if ratio is not None:
                 out.setdefault(rid, {})[metric] = ratio
     return out

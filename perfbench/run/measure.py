@@ -1,25 +1,18 @@
-"""Inside one run: build, check numerics against the all-off reference, warm up (compile), time, profile.
+"""Inside one run, as protocol steps that both timing modes use (a run on its own, or a block group:
+perfbench/run/blocks.py):
 
-Protocol (a process per run, or per round for single-process CPU runs: perfbench/run/reused_worker.py):
-1. Reference: when `numerics_check`, the all-off model with the same weights decodes the workload first; its
-   logits are kept and the model is freed (so the measured model's peak memory is not doubled).
-2. Build the measured model; warm-up iterations (untimed) -- the first decode step of a graph_mode plan
-   compiles, and that first call is reported as `compile_s` (and `compile_warm_s`: a second compile after
-   a dynamo reset, i.e. from the warm inductor / torchair cache, when enable_cache_compile is on); the first
-   prefill (which builds the plan's compiled CPU kernels, if any) is reported as `first_ttft_ms`.
-3. Timed iterations until the stopping rule says enough (perfbench/run/stopping.py: at least `iterations`,
-   then until the CI of each median is narrow enough or a cap is reached; the reason is recorded): prefill
-   (TTFT) and every decode step, each bounded by device synchronization; the model forward only (argmax and
-   input building are outside the timer). The output length is pinned (no EOS) and checked. One sample per
-   iteration is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps); every step is
-   kept apart for distribution plots. Host signals around the timing feed the stability verdict
-   (perfbench/analysis/stability.py); a fixed CPU kernel timed before each iteration (perfbench/run/host_probe.py)
-   is recorded beside them, and its level decides whether two runs were timed at one host speed.
-4. One untimed iteration with the MoE routing counts on (per layer, phase and expert; summed over the EP
-   group): the run's expert load (perfbench/analysis/expert_load.py). Timed iterations never record. In an
-   interleaved sweep only round 1 counts (and profiles): a combination's merged result reports round 1's.
-5. A separate profiled iteration (never a timed one), annotated with phase/step and, outside graph mode,
-   layer/module scopes; its trace is parsed into tables.
+1. `prepare_run`: the reference (when `numerics_check`, the all-off model with the same weights decodes the
+   workload first; its logits are kept, cached per sweep, and the model freed so the measured model's peak memory
+   is not doubled); the build (the model's own plan checked against the runner's); `warm_up` (untimed
+   iterations: the first decode step of a graph_mode plan compiles, reported as `compile_s`, and `compile_warm_s`
+   from the warm cache when enable_cache_compile is on; the first prefill builds the plan's compiled CPU
+   kernels, reported as `first_ttft_ms`).
+2. Timing: `time_iterations` until the stopping rule says enough (perfbench/run/stopping.py), one iteration
+   (perfbench/run/iteration.py) at a time with the host probe before each; or blocks. One sample per iteration
+   is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps; every step kept apart).
+   `record_timings` writes samples, summary, stability verdicts (perfbench/analysis/stability.py) and numerics.
+3. `finish_run`: the MoE routing counts of one untimed iteration (round 1 only; perfbench/analysis/expert_load.py)
+   and the profiled iteration (perfbench/run/profiled.py).
 """
 
 from __future__ import annotations
@@ -29,8 +22,6 @@ import gc
 import hashlib
 import os
 import time
-import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +34,6 @@ from model.backend import (
     peak_memory_mb,
     reset_peak_memory,
     synchronize,
-    timed,
 )
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
@@ -53,65 +43,16 @@ from perfbench.analysis.expert_load import load_record
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run import host_load, host_signals
-from perfbench.run.cluster import is_result_writer
 from perfbench.run.host_probe import HostProbe, speed_change
+from perfbench.run.iteration import Iteration, Workload, make_workload, run_iteration
 from perfbench.run.numerics import logit_agreement
+from perfbench.run.profiled import profile_iteration
 from perfbench.run.stopping import StoppingRule
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass
-class Workload:
-    prompts: list[list[int]]
-    output_len: int
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(len(p) for p in self.prompts)
-
-
-def make_workload(spec: RunSpec, vocab_size: int) -> Workload:
-    """Seeded random prompts; ragged: lengths spread evenly from input_len/4 to input_len (longest first)."""
-    gen = torch.Generator().manual_seed(spec.seed + 7)
-    if spec.ragged and spec.batch_size > 1:
-        lo = max(1, spec.input_len // 4)
-        lengths = [round(spec.input_len - i * (spec.input_len - lo) / (spec.batch_size - 1))
-                   for i in range(spec.batch_size)]
-    else:
-        lengths = [spec.input_len] * spec.batch_size
-    prompts = [torch.randint(0, vocab_size, (n,), generator=gen).tolist() for n in lengths]
-    return Workload(prompts, spec.output_len)
-
-
-@dataclass
-class Iteration:
-    ttft_s: float
-    step_s: list[float]
-    tokens: torch.Tensor  # [B, output_len]
-    logits: torch.Tensor | None  # [B, output_len, V] when kept
-
-
-def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
-                  cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False) -> Iteration:
-    """One prefill + (output_len - 1) decode steps of the model's own generation loop, each forward timed with
-    device synchronization (the loop's step hook)."""
-    device = model.device.type
-    seconds: dict[str, list[float]] = {"prefill": [], "decode": []}
-
-    def timed_step(phase: str, step: int, forward: Callable[[], torch.Tensor]) -> torch.Tensor:
-        logits, dt_s = timed(device, forward)
-        seconds[phase].append(dt_s)
-        return logits
-
-    tokens, logits = model.generate_padded(ids, seq_lens, cache, output_len, run_step=timed_step,
-                                           keep_logits=keep_logits)
-    if tokens.shape[1] != output_len:
-        raise RuntimeError(f"generated {tokens.shape[1]} tokens per prompt, expected {output_len}")
-    return Iteration(seconds["prefill"][0], seconds["decode"], tokens, logits)
 
 
 def build_model(spec: RunSpec, caps: Capabilities, toggles: dict[str, bool] | str,
@@ -437,80 +378,3 @@ def _run_threads(device: str) -> int:
     accelerator), times the ranks started here."""
     per_rank = torch.get_num_threads() if device == "cpu" else 1
     return per_rank * int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-
-
-def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
-                      cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
-                      caps: Capabilities) -> dict[str, object]:
-    """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
-    from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
-    from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
-    from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
-    from perfbench.profiling.plan_check import check_plan, mismatches  # noqa: PLC0415
-    from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
-
-    rank = int(os.environ.get("RANK", "0"))
-    # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
-    # the result's writer (local rank 0 of node 0) turns its trace into the run's tables, and every rank's on
-    # its node into per_rank_steps.csv
-    trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
-    # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
-    layer_scopes = not model.plan.on("graph_mode")
-    try:
-        # the plan's device: an emulated npu keeps tensors on the CPU but profiles through torch_npu.profiler
-        with capture_trace(model.plan.device, trace_dir) as capture:
-            with model.scopes.enable(layers=layer_scopes):
-                run_iteration(model, ids, seq_lens, cache, workload.output_len)
-        multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
-        if multi_rank:
-            wait_for_every_rank(model.device)  # every rank's trace is written before rank 0 reads them all
-        if not is_result_writer():
-            return {"dir": str(trace_dir.relative_to(run_dir))}
-        events = parse_trace_path(capture.paths[0])
-        tables = write_tables(events, run_dir / "tables")
-        roofline_error = None
-        try:
-            tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
-        except Exception:  # noqa: BLE001 - the roofline columns are extra; the trace tables stand
-            roofline_error = traceback.format_exc(limit=2)
-        counts = op_counts_per_decode_step(events)
-        total = counts.pop(ALL_OPS, None)
-        record: dict[str, object] = {"dir": str(trace_dir.relative_to(run_dir)), "decode_ops_per_step": total,
-                                     "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
-        if roofline_error:
-            record["roofline_error"] = roofline_error
-        states = {name: decision.state for name, decision in model.plan.decisions.items()}
-        # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
-        variants = {"chunk_gdr": model.plan.gdr_variant} if model.plan.gdr_variant else None
-        checks = check_plan(events, states, model.plan.device, variants)
-        record["plan_check"] = [c.to_dict() for c in checks]
-        record["plan_mismatches"] = mismatches(checks)
-        if multi_rank:
-            steps = per_rank_steps(rank_folder_events(run_dir / "trace"))
-            tables.append(run_dir / "tables" / "per_rank_steps.csv")
-            steps.to_csv(tables[-1], index=False, float_format="%.3f")
-            record["cluster"] = cluster_record(steps)
-        record["tables"] = [str(p.relative_to(run_dir)) for p in tables]
-        return record
-    except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
-        return {"error": traceback.format_exc(limit=3)}
-
-
-def wait_for_every_rank(device: torch.device) -> None:
-    """A barrier as an all_reduce of one element on the model's device: dist.barrier() asks torch for the
-    machine's accelerator, which the NPU emulator's CPU-backed device does not register."""
-    token = torch.zeros(1, device=device)
-    torch.distributed.all_reduce(token)
-    token.item()  # waits for the collective on an accelerator
-
-
-def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,
-                    caps: Capabilities, out_dir: Path) -> list[Path]:
-    """tables/roofline.csv: measured time per (phase, category) next to the roofline of the same work."""
-    from model.parallel_config import ParallelConfig  # noqa: PLC0415
-    from perfbench.roofline.measured import peaks_for_run, write_roofline_table  # noqa: PLC0415
-
-    peaks = peaks_for_run(caps.device, caps.device_name, caps.npu_platform)
-    path = write_roofline_table(events, model.config, ParallelConfig.from_dict(spec.parallel), model.plan,
-                                [len(p) for p in workload.prompts], workload.output_len, spec.dtype, peaks, out_dir)
-    return [path] if path is not None else []

@@ -136,5 +136,6 @@ def summary_table(results: list[RunResult]) -> str:
     warn = warnings(results)
     if warn:
         lines.append(f"WARNING: {len(warn)} of {len(merged)} plans need a second look:")
-        lines += [f"  {w}" for texts in warn.values() for w in texts]
+        lines += [textwrap.fill(w, WIDTH, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
+                  for texts in warn.values() for w in texts]
     return "\n".join(lines)

@@ -98,6 +98,9 @@ def test_the_sequential_stop_decides_clear_cases_and_waits_on_noisy_ones():
     faster = ab.verdicts(_pairs(0.5, 0.02, 2, 5), ["r"], threshold=0.03)
     assert ab.decided(faster) and ab.exit_code(faster) == ab.EXIT_PASS
     assert ab.exit_code({}) == ab.EXIT_INCONCLUSIVE  # nothing measured decides nothing
+    # one worker generation cannot show the variation between processes: even a clear 2x decides nothing yet
+    one = ab.verdicts(_pairs(2.0, 0.02, 1, 10), ["r"], threshold=0.03)
+    assert {r.verdict for r in one["r"].values()} == {paired.INCONCLUSIVE} and not ab.decided(one)
 
 
 def test_clusters_are_the_worker_generations():

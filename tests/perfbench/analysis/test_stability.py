@@ -147,7 +147,7 @@ def test_a_run_beside_a_cpu_hog_is_flagged_unstable_everywhere_and_the_same_run_
             hog.wait()
     assert row["stable"] == "False" and "other processes kept" in row["unstable_reason"]
     terminal = proc.stdout + proc.stderr
-    assert "UNSTABLE" in terminal and "cannot be trusted" in terminal and "other processes kept" in terminal
+    assert "UNSTABLE" in terminal and "need a second look" in terminal and "other processes kept" in terminal
     report = (tmp_path / "beside_hog" / "report.html").read_text()
     assert "WARNING" in report and "other processes kept" in report
 

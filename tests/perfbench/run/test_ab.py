@@ -17,16 +17,17 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from planted import commit_plant  # noqa: E402
 
-FAST = ["--scenario", "ci_smoke", "--set", "perfbench.sweep.design=none", "--set", "perfbench.sweep.runs=[]",
-        "--set", "perfbench.num_layers=2", "--set", "perfbench.workload.input_lens=[64]",
-        "--set", "perfbench.workload.output_len=4", "--min-pairs", "6", "--pairs-per-process", "3",
-        "--max-time", "150", "--threshold", "0.25", "--no-report"]
+SCENARIO = ["--scenario", "ci_smoke", "--set", "perfbench.sweep.design=none", "--set", "perfbench.sweep.runs=[]",
+            "--set", "perfbench.num_layers=2", "--set", "perfbench.workload.input_lens=[64]",
+            "--set", "perfbench.workload.output_len=4", "--threshold", "0.25", "--no-report"]
+# one worker generation of five pairs; TWO_GENERATIONS replaces the workers once
+FAST = [*SCENARIO, "--min-pairs", "5", "--pairs-per-process", "5", "--max-time", "150"]
+TWO_GENERATIONS = [*SCENARIO, "--min-pairs", "6", "--pairs-per-process", "3", "--max-time", "150"]
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # timed pairs: alone on the machine
 
 
-def _ab(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "perfbench.cli", "ab", *args, *FAST, "--out", str(out)],
+def _ab(*args: str, out: Path, settings: list[str] = FAST) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "perfbench.cli", "ab", *args, *settings, "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
@@ -35,9 +36,11 @@ def _gate(folder: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # timed pairs: alone on the machine
 def test_a_planted_2x_slowdown_is_slower_and_the_gate_fails_it(tmp_path: Path) -> None:
     parent, planted = commit_plant(REPO, 1.0)
-    done = _ab(parent, planted, out=tmp_path / "ab")
+    done = _ab(parent, planted, out=tmp_path / "ab", settings=TWO_GENERATIONS)
     assert done.returncode == 1, done.stderr[-3000:]
     record = json.loads((tmp_path / "ab" / "ab.json").read_text())
     (verdicts,) = record["verdicts"].values()
@@ -51,6 +54,8 @@ def test_a_planted_2x_slowdown_is_slower_and_the_gate_fails_it(tmp_path: Path) -
     assert gate.returncode == 1 and "FAIL ttft_ms" in gate.stdout and "slower against +-25%" in gate.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # timed pairs: alone on the machine
 def test_a_commit_against_itself_is_same_and_the_gate_passes_it(tmp_path: Path) -> None:
     parent, empty = commit_plant(REPO, 0.0)
     done = _ab(parent, empty, out=tmp_path / "aa")
@@ -72,7 +77,9 @@ def test_bad_refs_and_settings_are_one_line_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.npu_emulated
+@pytest.mark.slow
 def test_ab_runs_the_npu_code_paths_under_the_emulator_and_says_so(tmp_path: Path) -> None:
+    # the verdict is not the question here (an A/A under a wide band): it runs with the parallel tests
     # A/A on the emulated 910b: the arms take the NPU plan (fused ops bound to emulated torch_npu calls)
     args = [sys.executable, "-m", "perfbench.cli", "ab", "HEAD", "--emulate-npu", "910b", *FAST,
             "--set", "perfbench.toggles.fused_rmsnorm=true", "--out", str(tmp_path / "npu")]

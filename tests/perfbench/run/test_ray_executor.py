@@ -109,8 +109,9 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
     windows = sorted(window(r) for r in got.values())
     assert any(a[0] + 1.0 < b[0] < a[1] - 1.0 for i, a in enumerate(windows) for b in windows[i + 1:]), windows
 
-    assert run_scenario(str(sweep_scenario(tmp_path, OK_RUNS)), str(local_out), [], dry_run=False, resume=False,
-                        report=None) == 0
+    # timed separately here too (the ray executor always is), so both records have the same fields
+    assert run_scenario(str(sweep_scenario(tmp_path, OK_RUNS)), str(local_out), ["perfbench.sweep.timing=separate"],
+                        dry_run=False, resume=False, report=None) == 0
     local = {r.run_id: r for r in load_results(local_out)}
     assert local.keys() <= got.keys(), "the same runs get the same ids under either executor"
     assert json.loads((ray_out / "results.jsonl").read_text().splitlines()[0]).keys() == \

@@ -33,13 +33,13 @@ TWO_RANKS = {"world_size": 2, "attn_tp_size": 2, "moe_tp_size": 2, "embed_tp_siz
 
 
 def fault_scenario(tmp_path: Path, faults: list[str], timeout_s: float = 60,
-                   parallel: dict[str, int] | None = None) -> Path:
+                   parallel: dict[str, int] | None = None, timing: str = "blocks") -> Path:
     """An explicit sweep with one run per fault (toggles differ so each run is its own combination)."""
     toggles = ["chunk_gdr", "fused_rope", "fused_rmsnorm", "grouped_moe", "merged_projections"]
     runs = [{toggles[i]: True, "env": {worker.FAULT_ENV: fault}} for i, fault in enumerate(faults)]
     doc = {"perfbench": {"device": "cpu", "toggles": {t: False for t in toggles},
                          "measure": {"timeout_s": timeout_s, "profile": False, "numerics_check": False},
-                         "sweep": {"design": "explicit", "runs": runs}}}
+                         "sweep": {"design": "explicit", "runs": runs, "timing": timing}}}
     if parallel:
         doc["parallel_config"] = parallel
     path = tmp_path / "faults.yaml"
@@ -118,7 +118,8 @@ def test_torchrun_tears_down_the_group_when_a_rank_fails(tmp_path):
 
 @pytest.mark.slow
 def test_killed_sweep_resumes_without_redoing_or_duplicating_runs(tmp_path):
-    path = fault_scenario(tmp_path, ["raise"] * 4)
+    # timed separately: each run is its own job, so the runner can be killed between two of them
+    path = fault_scenario(tmp_path, ["raise"] * 4, timing="separate")
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR.absolute())}
     proc = subprocess.Popen([sys.executable, "-m", "perfbench.cli", "run", str(path), "--out", str(out),

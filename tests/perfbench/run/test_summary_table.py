@@ -26,7 +26,7 @@ def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_abo
     assert "2.00x" in gdr and "unstable" in gdr
     assert "legend: gdr chunk_gdr" in text
     assert "WARNING: 1 of 2 plans need a second look:" in text
-    assert "gdr: ttft_ms timed separately, unstable: round 1: other processes kept 1.50 cores" in text
+    assert "gdr: ttft_ms timed separately, unstable: round 1: other processes kept 1.50 cores" in " ".join(text.split())
 
 
 def test_a_plan_timed_separately_at_another_host_speed_is_warned_about():
@@ -36,7 +36,8 @@ def test_a_plan_timed_separately_at_another_host_speed_is_warned_about():
     gdr.samples["host_probe_ms"] = [0.42] * 3
     text = summary_table([base, gdr])
     assert "WARNING: 1 of 2 plans need a second look:" in text
-    assert "the host ran at another speed: its probe took 0.42 ms for this plan vs 0.32 ms for the baseline" in text
+    assert ("the host ran at another speed: its probe took 0.42 ms for this plan vs 0.32 ms for the baseline"
+            in " ".join(text.split()))
     assert "unstable" in next(line for line in text.splitlines() if line.startswith("gdr "))
 
 
@@ -77,7 +78,8 @@ def test_an_undecided_paired_speed_up_is_warned_about():
     noisy = _blocked("gdr", ("chunk_gdr",), [80.0, 130.0, 70.0, 125.0], [10.0] * 4)
     text = summary_table([base, noisy])
     assert "inconclusive" in next(line for line in text.splitlines() if line.startswith("gdr "))
-    assert "gdr: ttft_ms inconclusive: its 4 pairs spread too widely for a verdict" in text
+    assert "gdr: ttft_ms inconclusive: its 4 pairs spread too widely for a verdict" in " ".join(text.split())
+    assert max(len(line) for line in text.splitlines()) <= 120
 
 
 def test_compile_times_are_reported_cold_and_warm_apart():

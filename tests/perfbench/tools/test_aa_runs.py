@@ -47,9 +47,9 @@ def test_analysis_of_three_a_a_runs(aa, tmp_path):
         paths.append(tmp_path / f"run-{k + 1}")
         write_results(paths[-1], runs)
     text = aa.analyze(paths)
-    gdr_tpot = next(line for line in text.splitlines() if "chunk_gdr" in line and "tpot_ms" in line)
+    gdr_tpot = next(line for line in text.splitlines() if line.lstrip().startswith("gdr ") and "tpot_ms" in line)
     assert "overlap 2/2" in gdr_tpot  # nothing changed between runs
-    gdr_ttft = next(line for line in text.splitlines() if "chunk_gdr" in line and "ttft_ms" in line)
+    gdr_ttft = next(line for line in text.splitlines() if line.lstrip().startswith("gdr ") and "ttft_ms" in line)
     assert gdr_ttft.count("2.0") >= 3  # ~2x faster prefill in each run
     section2 = text.split("2. A/A")[1].split("3. detection")[0]
     assert "compare tpot_ms_median   0/6" in section2  # 3 pairs x 2 combinations, none significant

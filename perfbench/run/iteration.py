@@ -1,0 +1,64 @@
+"""One iteration of the model's own generation loop, timed: the seeded workload, prefill and every decode step,
+each forward bounded by device synchronization (the loop's step hook)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from model.backend import timed
+from model.cache import Qwen3_5MoeCache
+from model.modeling import Qwen3_5MoeForCausalLM
+from perfbench.results import RunSpec
+
+
+@dataclass
+class Workload:
+    prompts: list[list[int]]
+    output_len: int
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(len(p) for p in self.prompts)
+
+
+def make_workload(spec: RunSpec, vocab_size: int) -> Workload:
+    """Seeded random prompts; ragged: lengths spread evenly from input_len/4 to input_len (longest first)."""
+    gen = torch.Generator().manual_seed(spec.seed + 7)
+    if spec.ragged and spec.batch_size > 1:
+        lo = max(1, spec.input_len // 4)
+        lengths = [round(spec.input_len - i * (spec.input_len - lo) / (spec.batch_size - 1))
+                   for i in range(spec.batch_size)]
+    else:
+        lengths = [spec.input_len] * spec.batch_size
+    prompts = [torch.randint(0, vocab_size, (n,), generator=gen).tolist() for n in lengths]
+    return Workload(prompts, spec.output_len)
+
+
+@dataclass
+class Iteration:
+    ttft_s: float
+    step_s: list[float]
+    tokens: torch.Tensor  # [B, output_len]
+    logits: torch.Tensor | None  # [B, output_len, V] when kept
+
+
+def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
+                  cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False) -> Iteration:
+    """One prefill + (output_len - 1) decode steps of the model's own generation loop, each forward timed with
+    device synchronization (the loop's step hook)."""
+    device = model.device.type
+    seconds: dict[str, list[float]] = {"prefill": [], "decode": []}
+
+    def timed_step(phase: str, step: int, forward: Callable[[], torch.Tensor]) -> torch.Tensor:
+        logits, dt_s = timed(device, forward)
+        seconds[phase].append(dt_s)
+        return logits
+
+    tokens, logits = model.generate_padded(ids, seq_lens, cache, output_len, run_step=timed_step,
+                                           keep_logits=keep_logits)
+    if tokens.shape[1] != output_len:
+        raise RuntimeError(f"generated {tokens.shape[1]} tokens per prompt, expected {output_len}")
+    return Iteration(seconds["prefill"][0], seconds["decode"], tokens, logits)

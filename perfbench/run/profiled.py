@@ -1,0 +1,99 @@
+"""The profiled iteration: one separate, untimed iteration under the profiler, annotated with phase/step and,
+outside graph mode, layer/module scopes; its trace parsed into tables, checked against the plan, and put next to
+the roofline. A failure here is recorded, never fatal: the timed numbers stand."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from model.backend import Capabilities
+from model.cache import Qwen3_5MoeCache
+from model.modeling import Qwen3_5MoeForCausalLM
+from perfbench.results import RunSpec
+from perfbench.run.cluster import is_result_writer
+from perfbench.run.iteration import Workload, run_iteration
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
+                      cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
+                      caps: Capabilities) -> dict[str, object]:
+    """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
+    from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
+    from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
+    from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
+    from perfbench.profiling.plan_check import check_plan, mismatches  # noqa: PLC0415
+    from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
+
+    rank = int(os.environ.get("RANK", "0"))
+    # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
+    # the result's writer (local rank 0 of node 0) turns its trace into the run's tables, and every rank's on
+    # its node into per_rank_steps.csv
+    trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
+    # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
+    layer_scopes = not model.plan.on("graph_mode")
+    try:
+        # the plan's device: an emulated npu keeps tensors on the CPU but profiles through torch_npu.profiler
+        with capture_trace(model.plan.device, trace_dir) as capture:
+            with model.scopes.enable(layers=layer_scopes):
+                run_iteration(model, ids, seq_lens, cache, workload.output_len)
+        multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if multi_rank:
+            wait_for_every_rank(model.device)  # every rank's trace is written before rank 0 reads them all
+        if not is_result_writer():
+            return {"dir": str(trace_dir.relative_to(run_dir))}
+        events = parse_trace_path(capture.paths[0])
+        tables = write_tables(events, run_dir / "tables")
+        roofline_error = None
+        try:
+            tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
+        except Exception:  # noqa: BLE001 - the roofline columns are extra; the trace tables stand
+            roofline_error = traceback.format_exc(limit=2)
+        counts = op_counts_per_decode_step(events)
+        total = counts.pop(ALL_OPS, None)
+        record: dict[str, object] = {"dir": str(trace_dir.relative_to(run_dir)), "decode_ops_per_step": total,
+                                     "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
+        if roofline_error:
+            record["roofline_error"] = roofline_error
+        states = {name: decision.state for name, decision in model.plan.decisions.items()}
+        # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
+        variants = {"chunk_gdr": model.plan.gdr_variant} if model.plan.gdr_variant else None
+        checks = check_plan(events, states, model.plan.device, variants)
+        record["plan_check"] = [c.to_dict() for c in checks]
+        record["plan_mismatches"] = mismatches(checks)
+        if multi_rank:
+            steps = per_rank_steps(rank_folder_events(run_dir / "trace"))
+            tables.append(run_dir / "tables" / "per_rank_steps.csv")
+            steps.to_csv(tables[-1], index=False, float_format="%.3f")
+            record["cluster"] = cluster_record(steps)
+        record["tables"] = [str(p.relative_to(run_dir)) for p in tables]
+        return record
+    except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
+        return {"error": traceback.format_exc(limit=3)}
+
+
+def wait_for_every_rank(device: torch.device) -> None:
+    """A barrier as an all_reduce of one element on the model's device: dist.barrier() asks torch for the
+    machine's accelerator, which the NPU emulator's CPU-backed device does not register."""
+    token = torch.zeros(1, device=device)
+    torch.distributed.all_reduce(token)
+    token.item()  # waits for the collective on an accelerator
+
+
+def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,
+                    caps: Capabilities, out_dir: Path) -> list[Path]:
+    """tables/roofline.csv: measured time per (phase, category) next to the roofline of the same work."""
+    from model.parallel_config import ParallelConfig  # noqa: PLC0415
+    from perfbench.roofline.measured import peaks_for_run, write_roofline_table  # noqa: PLC0415
+
+    peaks = peaks_for_run(caps.device, caps.device_name, caps.npu_platform)
+    path = write_roofline_table(events, model.config, ParallelConfig.from_dict(spec.parallel), model.plan,
+                                [len(p) for p in workload.prompts], workload.output_len, spec.dtype, peaks, out_dir)
+    return [path] if path is not None else []
