@@ -13,7 +13,6 @@ from perfbench.analysis import paired, stats
 from perfbench.analysis.rounds import by_combination, merge_rounds
 from perfbench.analysis.speedup import (
     INCONCLUSIVE,
-    UNSTABLE,
     Speedup,
     baseline_of,
     host_speed_reasons,
@@ -39,7 +38,7 @@ def _median(result: RunResult, key: str) -> str:
 
 def warnings(results: list[RunResult]) -> dict[str, list[str]]:
     """combination id -> why its numbers cannot be taken as they stand: failed; for runs timed in blocks, a
-    speed-up the pairs could not decide; for runs timed separately, judged unstable or timed in a round where
+    speed-up the pairs could not decide; for runs timed separately, judged unstable, or timed in a round where
     the host ran at another speed than for the baseline. Combinations without a warning are left out."""
     out: dict[str, list[str]] = {}
     merged = merge_rounds(results)
@@ -52,21 +51,20 @@ def warnings(results: list[RunResult]) -> dict[str, list[str]]:
         if r.status != "ok":
             out.setdefault(cid, []).append(f"{plan_label(r)}: {r.status}: {(r.error or '').strip()[-160:]}")
             continue
+        separate = [x for x in groups[cid] if x.spec.timing != "blocks"]
+        unstable = [f"round {x.spec.round}: {x.stability.get('reason')}" if x.spec.rounds > 1
+                    else str(x.stability.get("reason")) for x in separate if x.is_stable() is False]
+        if unstable:
+            out.setdefault(cid, []).append(f"{plan_label(r)}: timed separately, unstable: {'; '.join(unstable)}")
         if base is None or cid == base.spec.combination_id:
             continue
+        if separate and (why := host_speed_reasons(base_rounds, groups[cid])):
+            out.setdefault(cid, []).append(f"{plan_label(r)} against the baseline: {'; '.join(why)}")
         for key, gain in gains.get(cid, {}).items():
-            if gain is None:
-                continue
-            if gain.basis == "blocks" and gain.verdict == INCONCLUSIVE:
+            if gain is not None and gain.basis == "blocks" and gain.verdict == INCONCLUSIVE:
                 out.setdefault(cid, []).append(
                     f"{plan_label(r)}: {key} inconclusive: its {gain.n} pairs spread too widely for a verdict "
                     f"(CI {gain.low:.3f}-{gain.high:.3f}); run more blocks (perfbench.measure.max_iterations)")
-            elif gain.basis != "blocks" and gain.verdict == UNSTABLE:
-                why = "; ".join([f"round {x.spec.round}: {x.stability.get('reason')}"
-                                 for x in groups[cid] if x.is_stable() is False]
-                                + host_speed_reasons(base_rounds, groups[cid]))
-                out.setdefault(cid, []).append(f"{plan_label(r)}: {key} timed separately, unstable: {why}")
-                break
     return out
 
 

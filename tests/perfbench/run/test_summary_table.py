@@ -26,7 +26,7 @@ def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_abo
     assert "2.00x" in gdr and "unstable" in gdr
     assert "legend: gdr chunk_gdr" in text
     assert "WARNING: 1 of 2 plans need a second look:" in text
-    assert "gdr: ttft_ms timed separately, unstable: round 1: other processes kept 1.50 cores" in " ".join(text.split())
+    assert "gdr: timed separately, unstable: other processes kept 1.50 cores" in " ".join(text.split())
 
 
 def test_a_plan_timed_separately_at_another_host_speed_is_warned_about():
