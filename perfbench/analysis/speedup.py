@@ -14,7 +14,7 @@ interval has one degree of freedom (t = 12.7) and spans orders of magnitude, so 
 two-stage bootstrap instead: draw the rounds with replacement, then resample each drawn round's iterations
 within the round (baseline and combination of a round stay paired). It spans at least the two rounds' ratios
 when they disagree, but two rounds cannot show all the variation between processes, so a ratio inside the
-run-to-run band (perfbench/analysis/noise_band.py) is "no significant change". With one round it
+run-to-run band (perfbench/analysis/noise_band.py) is "no change". With one round it
 is the ratio of medians with a bootstrap CI over iterations, and the same band.
 
 The verdict is "unstable" when a run behind it was judged unstable, or when a round's baseline and combination

@@ -16,6 +16,7 @@ from perfbench.config.schema import MAX_YAML_BYTES, MAX_YAML_DEPTH, parse_yaml, 
 from perfbench.errors import UserError
 from perfbench.gate.rules import load_rules
 from perfbench.results import RunResult, RunSpec, write_results
+from tests.cli_helpers import one_error_line
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -25,14 +26,6 @@ def alias_bomb(levels: int = 9, width: int = 9) -> str:
         lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]")
     return "\n".join(lines) + "\n"
 
-
-def one_error_line(result: Result) -> str:
-    """The CLI's single `error:` line on stderr; fails on anything else (a traceback, several lines)."""
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
 
 
 def timed_invoke(args: list[str]) -> Result:

@@ -11,6 +11,7 @@ from click.testing import CliRunner, Result
 
 from perfbench.cli import main
 from perfbench.results import RunResult, RunSpec, write_results
+from tests.cli_helpers import one_error_line
 
 
 def run(run_id: str, status: str = "ok") -> RunResult:
@@ -22,13 +23,6 @@ def run(run_id: str, status: str = "ok") -> RunResult:
 def save(*args: str) -> Result:
     return CliRunner().invoke(main, ["baseline", "save", *args])
 
-
-def one_error_line(result: Result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -14,6 +14,7 @@ from perfbench.errors import UserError
 from perfbench.gate.engine import EXIT_FAIL, EXIT_PASS
 from perfbench.gate.rules import load_rules
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
+from tests.cli_helpers import one_error_line
 
 
 def make_run(run_id: str, on: tuple[str, ...] = (), status: str = "ok") -> RunResult:
@@ -35,13 +36,6 @@ def folder(path: Path, runs: list[RunResult]) -> Path:
 def gate(*args: str) -> Result:
     return CliRunner().invoke(main, ["gate", *args])
 
-
-def one_error_line(result: Result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
 
 
 # ---- numbers refused at load ---------------------------------------------------------------------

@@ -13,19 +13,13 @@ from click.testing import CliRunner, Result
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.profiling import load_trace
+from tests.cli_helpers import one_error_line
 from tests.perfbench.profiling.synthetic import KERNELS, V3, npu_trace_view, write_json, write_kernel_details
 
 
 def cli_trace(path: Path, out: Path) -> Result:
     return CliRunner().invoke(main, ["trace", str(path), "--out", str(out)])
 
-
-def one_error_line(result: Result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
 
 
 def op(name: str, ts: object, dur: object) -> dict[str, object]:

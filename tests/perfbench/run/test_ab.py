@@ -45,7 +45,7 @@ def test_a_planted_2x_slowdown_is_slower_and_the_gate_fails_it(tmp_path: Path) -
     record = json.loads((tmp_path / "ab" / "ab.json").read_text())
     (verdicts,) = record["verdicts"].values()
     assert {m: v["verdict"] for m, v in verdicts.items()} == {"ttft_ms": "slower", "tpot_ms": "slower"}
-    assert all(1.5 < v["ratio"] < 2.6 for v in verdicts.values()), verdicts
+    assert all(v["ratio"] > 1.5 for v in verdicts.values()), verdicts  # the direction and more than the band
     assert record["base"]["sha"] == parent and record["head"]["sha"] == planted
     # each arm imported its own checkout's model package (worktrees), not this one
     assert record["base"]["model"] != record["head"]["model"] != str(REPO / "model")
