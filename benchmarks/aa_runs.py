@@ -20,7 +20,6 @@ The run-to-run band of perfbench/analysis/noise_band.py should be set from the s
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import os
 import subprocess
@@ -71,8 +70,8 @@ def slowed(result: RunResult, factor: float) -> RunResult:
     samples = {k: ([v * factor for v in vs] if k in LATENCY_KEYS or k.startswith(ROUND_PREFIX) else vs)
                for k, vs in result.samples.items()}
     summary = {k: (None if v is None else v * factor if k.startswith(("ttft_ms", "tpot_ms"))
-                   else v / factor if k in THROUGHPUT_KEYS else v) for k, v in result.summary.items()}
-    return dataclasses.replace(result, samples=samples, summary=summary)
+                   else v / factor if k in THROUGHPUT_KEYS else v) for k, v in result.summary.to_dict().items()}
+    return result.replace(samples=samples, summary=summary)
 
 
 def speedup_table(folders: list[ResultFolder]) -> list[str]:

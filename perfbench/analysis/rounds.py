@@ -7,7 +7,6 @@ since a round is a separate process and carries process-to-process variation tha
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -60,7 +59,7 @@ def _merge(combination: str, rounds: list[RunResult]) -> RunResult:
     for key in LATENCY_SAMPLES:
         samples[ROUND_PREFIX + key] = [stats.median(v) for r in ok if (v := r.finite_samples(key))]
     summary: dict[str, float | None] = {}
-    for key in first.summary:
+    for key in first.summary.to_dict():
         values = [float(v) for r in ok if (v := r.summary.get(key)) is not None]
         summary[key] = stats.median(values) if values else None
     for key in LATENCY_SAMPLES:
@@ -78,12 +77,13 @@ def _merge(combination: str, rounds: list[RunResult]) -> RunResult:
     failed = [r for r in rounds if r.status != "ok"]
     status = "ok" if not failed else failed[0].status
     error = None if not failed else f"{len(failed)} of {len(rounds)} rounds failed: {failed[0].error or ''}"
-    spec = dataclasses.replace(first.spec, run_id=combination, round=0, rounds=len(rounds))
+    failure = failed[0].failure if failed else next((r.failure for r in ok if r.failure), first.failure)
+    spec = first.spec.replace(run_id=combination, round=0, rounds=len(rounds))
     stop = ", ".join(sorted({r.stop_reason for r in ok if r.stop_reason}))
     # pooled samples no longer line up with one round's block indices: pairs are read from the rounds
-    return dataclasses.replace(first, run_id=combination, status=status, error=error, spec=spec,
-                               samples=dict(samples), summary=summary, stability=stability, stop_reason=stop,
-                               wall_s=sum(r.wall_s for r in rounds), blocks={})
+    return first.replace(run_id=combination, status=status, error=error, spec=spec, samples=dict(samples),
+                         summary=summary, stability=stability, stop_reason=stop,
+                         wall_s=sum(r.wall_s for r in rounds), blocks={}, failure=failure)
 
 
 def merge_rounds(results: list[RunResult]) -> list[RunResult]:

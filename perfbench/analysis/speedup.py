@@ -81,7 +81,7 @@ def block_clusters(base_runs: list[RunResult], runs: list[RunResult], key: str
             ys = dict(zip(r.blocks.get("index", []), r.samples.get(key, [])))
             common = sorted(set(xs) & set(ys))
             if common:
-                out[str(b.blocks["process"])] = ([xs[i] for i in common], [ys[i] for i in common])
+                out[str(b.blocks.process)] = ([xs[i] for i in common], [ys[i] for i in common])
     return out
 
 

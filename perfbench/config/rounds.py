@@ -39,7 +39,7 @@ def interleave(runs: list[PlannedRun], rounds: int, seed: int) -> list[PlannedRu
         else:
             order = order[::-1]
         for planned in order:
-            spec = dataclasses.replace(planned.spec, run_id=f"{planned.spec.run_id}-r{k}", round=k, rounds=rounds,
+            spec = planned.spec.replace(run_id=f"{planned.spec.run_id}-r{k}", round=k, rounds=rounds,
                                        combination=planned.spec.run_id, profile=planned.spec.profile and k == 1)
             out.append(dataclasses.replace(planned, spec=spec))
     return out
@@ -98,6 +98,6 @@ def assign_timing(runs: list[PlannedRun], mode: str, weight_bytes: float | None,
                if first.env else "")
         lines.append(f"{where}: {len(members)} runs in interleaved blocks, one process (group {group})")
         timing.update({p.spec.run_id: ("blocks", group) for p in members})
-    out = [dataclasses.replace(p, spec=dataclasses.replace(p.spec, timing=timing[p.spec.run_id][0],
+    out = [dataclasses.replace(p, spec=p.spec.replace(timing=timing[p.spec.run_id][0],
                                                            block_group=timing[p.spec.run_id][1])) for p in runs]
     return out, lines

@@ -297,7 +297,7 @@ def check_op_count(rule: OpCountRule, base: RunResult, cur: RunResult) -> CheckR
 
 def check_numerics(rule: NumericsRule, cur: RunResult) -> CheckResult:
     """max_abs_logit_diff against the all-off reference <= the bound for the run's dtype; tokens_match."""
-    numerics = cur.numerics or {}
+    numerics = cur.numerics
     diff, tokens_match = numerics.get("max_abs_logit_diff"), numerics.get("tokens_match")
     if diff is None and tokens_match is None:
         return CheckResult(SKIP, "numerics", rule.name, cur.run_id, "no numerics recorded")
@@ -323,12 +323,12 @@ def check_numerics(rule: NumericsRule, cur: RunResult) -> CheckResult:
 
 def check_trace_plan(rule: TracePlanRule, cur: RunResult) -> CheckResult:
     """The run's profiled trace matched its effective plan (recorded by the worker as `trace.plan_check`)."""
-    checks = (cur.trace or {}).get("plan_check")
+    checks = cur.trace.plan_check
     if not checks:
         return CheckResult(SKIP, "trace_plan", rule.name, cur.run_id, "no trace checked against the plan")
-    broken = [c["line"] for c in checks if c.get("ok") is False]
-    checked = sum(c.get("ok") is True for c in checks)
-    details = {"plan_check": checks}
+    broken = [c.line for c in checks if c.ok is False]
+    checked = sum(c.ok is True for c in checks)
+    details = {"plan_check": [c.to_dict() for c in checks]}
     if broken:
         return CheckResult(FAIL, "trace_plan", rule.name, cur.run_id, "; ".join(broken), details)
     return CheckResult(PASS, "trace_plan", rule.name, cur.run_id,

@@ -162,8 +162,9 @@ def _recorded_diffs(base: RunResult, cur: RunResult, keys: tuple[str, ...],
                     view: Any = lambda value: value) -> list[str]:
     diffs = []
     for key in keys:
-        if key in base.env and key in cur.env and view(base.env[key]) != view(cur.env[key]):
-            diffs.append(f"{key} {base.env[key]} -> {cur.env[key]}")
+        before, after = base.env.get(key), cur.env.get(key)
+        if before is not None and after is not None and view(before) != view(after):
+            diffs.append(f"{key} {before} -> {after}")
     return diffs
 
 
@@ -263,7 +264,7 @@ def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) ->
         elif rule.kind == "trace_plan":
             # runs made without profiling have no trace to check: nothing to say about them
             checks += [check_trace_plan(rule, c) for c in current_ok
-                       if selects(c, rule.where) and c.trace.get("plan_check")]
+                       if selects(c, rule.where) and c.trace.plan_check]
         else:
             checks += _ratio_checks(rule, merge_rounds(list(current.runs.values())))
     return report
@@ -349,7 +350,7 @@ def _read_provenance(path: Path) -> dict[str, Any] | None:
 
 def _git_sha(results: list[RunResult]) -> tuple[str | None, str | None]:
     """The commit the runs recorded, else HEAD of the working tree at save time (and which one it is)."""
-    recorded = {str(r.env["git_sha"]) for r in results if r.env.get("git_sha")}
+    recorded = {str(r.env.git_sha) for r in results if r.env.git_sha}
     if len(recorded) == 1:
         return recorded.pop(), "runs"
     if len(recorded) > 1:
@@ -397,7 +398,7 @@ def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: b
     sha, sha_source = _git_sha(results)
     environments: dict[str, dict[str, Any]] = {}
     for r in results:
-        env = {k: v for k, v in r.env.items() if k not in VOLATILE_ENV_KEYS}
+        env = {k: v for k, v in r.env.to_dict().items() if k not in VOLATILE_ENV_KEYS}
         key = json.dumps(env, sort_keys=True, default=str)
         environments.setdefault(key, {"env": env, "run_ids": []})["run_ids"].append(r.run_id)
     atomic_write_json(dest / "baseline.json", {

@@ -40,7 +40,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from model.toggles import TOGGLE_NAMES
 from perfbench.config.schema import ValueAt, read_yaml
 from perfbench.errors import UserError
-from perfbench.results import RunSpec
+from perfbench.results import LOGIT_TOLERANCE, RunSpec
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,13 @@ MAX_RELATIVE = 1.0
 TOP_LEVEL_KEYS = ("rules", "correction", "missing_runs")
 EFFECTIVE_STATES = ("on", "off", "inactive")
 _NOT_SELECTABLE = ("toggles", "parallel", "env", "expected_plan")  # mappings; toggles go through req./eff.
-SELECTOR_FIELDS = (*(f for f in RunSpec.__dataclass_fields__ if f not in _NOT_SELECTABLE),
+SELECTOR_FIELDS = (*(f for f in RunSpec.model_fields if f not in _NOT_SELECTABLE),
                    "world_size", *(f"req.{t}" for t in TOGGLE_NAMES), *(f"eff.{t}" for t in TOGGLE_NAMES))
 # Pairs of a ratio rule agree on these unless the rule lists its own `match`.
 DEFAULT_MATCH = ("model", "num_layers", "device", "dtype", "world_size", "batch_size", "input_len",
                  "output_len", "ragged")
 # NOTE: fp32 follows the CI smoke bound (1e-3); low-precision bounds are loose defaults meant to be tuned.
-DEFAULT_LOGIT_BOUNDS = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
+DEFAULT_LOGIT_BOUNDS = LOGIT_TOLERANCE
 
 Selector = dict[str, Any]
 

@@ -11,6 +11,7 @@ from perfbench.report.breakdown import breakdown_section
 from perfbench.report.expert_load import expert_load_section
 from perfbench.report.headline import headline_section
 from perfbench.report.latency import latency_section
+from perfbench.report.memory import memory_section
 from perfbench.report.page import Section, write_page
 from perfbench.report.runs import environment_section, failures_section, numerics_section, plan_section
 from perfbench.results import RunResult, load_folder
@@ -21,9 +22,9 @@ def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
     first_round = [r for r in results if r.spec.round <= 1]
     ab = ab_section(folder)  # a `perfbench ab` folder opens with its verdicts
     return [*([ab] if ab is not None else []), headline_section(results), environment_section(folder, results),
-            plan_section(results),
-            latency_section(results), ablation_section(results), breakdown_section(folder, first_round),
-            expert_load_section(first_round), numerics_section(results), failures_section(results)]
+            plan_section(results), latency_section(results), memory_section(results), ablation_section(results),
+            breakdown_section(folder, first_round), expert_load_section(first_round), numerics_section(results),
+            failures_section(results)]
 
 
 def build_report(folder: Path) -> Path:

@@ -53,7 +53,7 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
     counts: dict[tuple[str, str], int] = {}
     values: dict[tuple[str, str], Any] = {}
     for r in results:
-        for key, value in flatten(r.env).items():
+        for key, value in flatten(r.env.to_dict()).items():
             ident = (key, json.dumps(value, default=str))
             counts[ident] = counts.get(ident, 0) + 1
             values[ident] = value
@@ -114,7 +114,7 @@ def numerics_section(results: Sequence[RunResult]) -> Section:
         return section
     section.blocks.append(Text("Each run's logits against the all-off reference run of the same shape.",
                                note=True))
-    extra = sorted({k for r in checked for k, v in r.numerics.items()
+    extra = sorted({k for r in checked for k, v in r.numerics.to_dict().items()
                     if k not in ("max_abs_logit_diff", "tokens_match") and not isinstance(v, (dict, list))})
     columns = [Column("run_id"), Column("toggles_on"), Column("max_abs_logit_diff"), Column("tokens_match")]
     columns += [Column(k) for k in extra]
@@ -129,10 +129,32 @@ def numerics_section(results: Sequence[RunResult]) -> Section:
 
 def failures_section(results: Sequence[RunResult]) -> Section:
     section = Section("Failures")
-    failed = [r for r in results if r.status != "ok"]
+    failed = [r for r in results if r.status != "ok" or r.failure]
     if not results:
         section.blocks.append(Text("No runs in this folder.", note=True))
         return section
+    if not failed:
+        section.blocks.append(Text(f"All {len(results)} runs finished ok and measured what they were asked."))
+        return section
+    section.blocks.append(Text(
+        "Kinds: startup_fail (import, build, plan check or compile), plan_refused (a requested toggle never took "
+        "effect; an ok run's numbers were measured without it), benchmark_fail (timing or profiling, or the "
+        "process died), timeout, oom, numerics_fail (logits outside the dtype's tolerance or tokens differ).",
+        note=True))
+    rows = []
+    for r in failed:
+        error = (r.error or "").strip()
+        reason = r.failure.reason or (error.splitlines()[-1] if error else "(no error text)")
+        rows.append({"run_id": r.run_id, "status": r.status, "kind": r.failure.kind or "(not recorded)",
+                     "shape": r.shape().label(), "requested_on": combo_label(r.spec.requested_on()),
+                     "reason": reason, "full_error": error or reason})
+    columns = [Column("run_id"), Column("status"), Column("kind"), Column("shape"), Column("requested_on"),
+               Column("reason", title_key="full_error")]
+    section.blocks.append(Table("failures", columns, rows))
+    for row in rows:
+        if "\n" in row["full_error"]:
+            section.blocks.append(Preformatted(f"{row['run_id']}: full error", row["full_error"]))
+    return section
     if not failed:
         section.blocks.append(Text(f"All {len(results)} runs finished ok."))
         return section

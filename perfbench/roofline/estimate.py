@@ -25,6 +25,7 @@ from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import compact, plan_sweep
 from perfbench.errors import UserError
 from perfbench.results import atomic_write_text
+from perfbench.roofline.memory import MemoryEstimate, estimate_run, size
 from perfbench.roofline.peaks import DevicePeaks, device_peaks
 from perfbench.roofline.pricing import PhaseEstimate, estimate_model
 
@@ -45,6 +46,7 @@ class PlanEstimate:
     prefill: PhaseEstimate
     decode: PhaseEstimate
     graph_mode: bool
+    memory: MemoryEstimate  # per rank: weights, KV cache + GDN state, peak activations (roofline/memory.py)
 
     @property
     def ttft_ms(self) -> float:
@@ -126,8 +128,9 @@ def estimate_scenario(scenario: Scenario, peaks: DevicePeaks) -> tuple[list[Plan
                           _workload(spec.batch_size, spec.input_len, spec.output_len, spec.ragged, DTYPE_BYTES[dtype]),
                           CostToggles.from_states(_on(run.plan)), caps.device)
         prefill, decode = estimate_model(cost, peaks, dtype)
+        memory = estimate_run(config, parallel, dataclasses.replace(run, spec=spec.replace(dtype=dtype)))
         out.append(PlanEstimate(run.label, spec.batch_size, spec.input_len, spec.output_len, spec.ragged,
-                                compact(run.plan), prefill, decode, run.plan.on("graph_mode")))
+                                compact(run.plan), prefill, decode, run.plan.on("graph_mode"), memory))
     # the most each toggle can change: everything that can be on, then that toggle off
     effects: list[ToggleEffect] = []
     shapes = [(b, i) for b in workload.batch_sizes or () for i in workload.input_lens or ()]
@@ -181,15 +184,18 @@ def render(scenario: Scenario, peaks: DevicePeaks, plans: list[PlanEstimate], ef
              + (f", link {peaks.link_Bps / 1e9:.0f} GB/s per direction" if peaks.link_Bps else "")
              + (" (measured here)" if peaks.measured else " (sources: perfbench/roofline/device_peaks.yaml)")]
     header = ["plan", "shape", "toggles", "TTFT ms", "TPOT ms", "prefill c/m/comm ms", "decode c/m/comm ms",
-              "decode launches"]
+              "decode launches", "memory w/state/act"]
     rows = []
     for p in plans:
         shape = f"b{p.batch} i{p.input_len}{'r' if p.ragged else ''} o{p.output_len}"
         launches = "1 graph" if p.graph_mode else f"{p.decode.launches:.0f}"
         rows.append([p.label, shape, p.toggles, f"{p.ttft_ms:.3f}", f"{p.tpot_ms:.3f}",
                      f"{_ms(p.prefill.compute_s)}/{_ms(p.prefill.memory_s)}/{_ms(p.prefill.comm_s)}",
-                     f"{_ms(p.decode.compute_s)}/{_ms(p.decode.memory_s)}/{_ms(p.decode.comm_s)}", launches])
+                     f"{_ms(p.decode.compute_s)}/{_ms(p.decode.memory_s)}/{_ms(p.decode.comm_s)}", launches,
+                     "/".join(size(x) for x in (p.memory.weights, p.memory.state, p.memory.activations))])
     lines += _table(header, rows)
+    lines.append("memory per rank, analytic: weights / KV cache + GDN state / peak prefill activations "
+                 "(perfbench/roofline/memory.py)")
     if plans:
         first = plans[0]
         lines.append(f"breakdown of '{first.label}' per op category (one prefill, one decode step):")
@@ -238,12 +244,13 @@ def write_csv(out_dir: Path, plans: list[PlanEstimate], effects: list[ToggleEffe
     _write_rows(plan_path, ["plan", "batch", "input_len", "output_len", "ragged", "toggles", "ttft_ms", "tpot_ms",
                             "prefill_compute_ms", "prefill_memory_ms", "prefill_comm_ms", "decode_compute_ms",
                             "decode_memory_ms", "decode_comm_ms", "prefill_launches", "decode_launches",
-                            "graph_mode"],
+                            "graph_mode", "mem_weights_bytes", "mem_state_bytes", "mem_activations_bytes"],
                 [[p.label, p.batch, p.input_len, p.output_len, p.ragged, p.toggles, f"{p.ttft_ms:.6f}",
                   f"{p.tpot_ms:.6f}", *(f"{x * 1e3:.6f}" for x in (
                       p.prefill.compute_s, p.prefill.memory_s, p.prefill.comm_s, p.decode.compute_s,
                       p.decode.memory_s, p.decode.comm_s)),
-                  f"{p.prefill.launches:.1f}", f"{p.decode.launches:.1f}", p.graph_mode] for p in plans])
+                  f"{p.prefill.launches:.1f}", f"{p.decode.launches:.1f}", p.graph_mode,
+                  f"{p.memory.weights:.0f}", f"{p.memory.state:.0f}", f"{p.memory.activations:.0f}"] for p in plans])
     _write_rows(cat_path, ["plan", "batch", "input_len", "phase", "category", "flops", "bytes", "wire_bytes",
                            "compute_ms", "memory_ms", "comm_ms", "roofline_ms", "launches"],
                 [[p.label, p.batch, p.input_len, c.phase, c.category, f"{c.flops:.0f}", f"{c.bytes:.0f}",

@@ -183,8 +183,8 @@ def exit_code(found: dict[str, dict[str, paired.PairedRatio]]) -> int:
 def _ab_specs(specs: list[RunSpec]) -> list[RunSpec]:
     """The specs as both arms time them: no numerics reference and no profile (not the question here), no
     expected plan (the arms may resolve plans differently: the toggles check reports that), one round."""
-    return [dataclasses.replace(s, run_id=s.combination_id, round=1, rounds=1, combination="", profile=False,
-                                numerics_check=False, expected_plan={}, timing="ab", block_group="")
+    return [s.replace(run_id=s.combination_id, round=1, rounds=1, combination="", profile=False,
+                      numerics_check=False, expected_plan={}, timing="ab", block_group="")
             for s in specs if s.round <= 1]
 
 
@@ -265,7 +265,7 @@ class ABJob:
                 arm_info = getattr(self.arms, arm)
                 env = {"ab_arm": arm, "ab_ref": arm_info.ref, "git_sha": arm_info.sha or "working tree",
                        "model_package": self.models.get(arm, ""), "emulation": emulation_label()}
-                out.append(RunResult(run_id=rid, status="ok", spec=dataclasses.replace(spec, combination=rid),
+                out.append(RunResult(run_id=rid, status="ok", spec=spec.replace(combination=rid),
                                      plan=plan, samples=samples, env=env, stop_reason=self.stopped))
         return out
 

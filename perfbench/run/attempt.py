@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
-from perfbench.results import RunPlan, RunResult, atomic_write_json
+from perfbench.results import Failure, RunPlan, RunResult, atomic_write_json
 from perfbench.run.cluster import NodeLaunch
+from perfbench.run.failure_kinds import of_lost_process
 from perfbench.run.launcher import (
     ProcessOutcome,
     child_env,
@@ -38,7 +39,8 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
         try:
             result = RunResult.from_dict(json.loads(result_path.read_text()))
         except (ValueError, TypeError) as err:
-            result = RunResult(spec.run_id, "error", spec, error=f"unreadable result.json: {err}")
+            result = RunResult(run_id=spec.run_id, status="error", spec=spec, error=f"unreadable result.json: {err}",
+                               failure=Failure(kind="benchmark_fail", reason=f"unreadable result.json: {err}"))
         result.plan = result.plan or RunPlan.of(planned.plan)
         result.env = result.env or env
         result.started_at = result.started_at or started
@@ -57,7 +59,8 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
         status, why = "error", f"worker exited with code {outcome.returncode} without a result"
     return RunResult(run_id=spec.run_id, status=status, spec=spec,
                      error=f"{why}\n{detail}".rstrip(), plan=RunPlan.of(planned.plan), env=dict(env),
-                     started_at=started, wall_s=outcome.wall_s)
+                     started_at=started, wall_s=outcome.wall_s,
+                     failure=of_lost_process(why, detail, outcome.timed_out))
 
 
 def _prepare_attempt(planned: PlannedRun, out: Path, launch: NodeLaunch | None, base_env: dict[str, str] | None,

@@ -29,7 +29,8 @@ from scipy import stats as scipy_stats
 
 from model.backend import synchronize
 from perfbench.analysis.paired import log_ratios
-from perfbench.results import RunPlan, RunResult, RunSpec
+from perfbench.results import Failure, RunPlan, RunResult, RunSpec
+from perfbench.run import failure_kinds
 from perfbench.run.host_probe import HostProbe
 from perfbench.run.measure import (
     HostWatch,
@@ -52,11 +53,18 @@ class BlockRun:
     timings: Timings
     block_index: list[int]
     error: str | None = None
+    failure: Failure | None = None
+
+    def fail(self, err: BaseException, stage: str) -> None:
+        """The run is out of the group from here on."""
+        self.error = "".join(traceback.format_exception(err)).rstrip()
+        self.failure = failure_kinds.of_exception(failure_kinds.tagged(err, stage))
 
 
-def _error_result(spec: RunSpec, err: BaseException, plan: RunPlan | None = None) -> RunResult:
+def _error_result(spec: RunSpec, err: BaseException, stage: str, plan: RunPlan | None = None) -> RunResult:
     return RunResult(run_id=spec.run_id, status="error", spec=spec, plan=plan or getattr(err, "plan", RunPlan()),
-                     error="".join(traceback.format_exception(err)).rstrip())
+                     error="".join(traceback.format_exception(err)).rstrip(),
+                     failure=failure_kinds.of_exception(failure_kinds.tagged(err, stage)))
 
 
 def _paired_width(base: list[float], other: list[float]) -> float:
@@ -96,7 +104,7 @@ def measure_block_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunR
         try:
             prepared.append(BlockRun(prepare_run(spec, run_dir), Timings.empty(), []))
         except Exception as err:  # noqa: BLE001 - this run fails, the group goes on
-            failed[spec.run_id] = _error_result(spec, err)
+            failed[spec.run_id] = _error_result(spec, err, failure_kinds.STARTUP)
     process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     if prepared:
         _warm_block(prepared)
@@ -109,13 +117,13 @@ def measure_block_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunR
         run = next(r for r in prepared if r.prepared.spec.run_id == spec.run_id)
         if run.error is not None:
             result = run.prepared.result
-            result.status, result.error = "error", run.error
+            result.status, result.error, result.failure = "error", run.error, run.failure
             out.append(result)
             continue
         try:
             out.append(finish_run(run.prepared))
         except Exception as err:  # noqa: BLE001
-            out.append(_error_result(spec, err, run.prepared.result.plan))
+            out.append(_error_result(spec, err, failure_kinds.BENCHMARK, run.prepared.result.plan))
     return out
 
 
@@ -135,7 +143,7 @@ def _warm_block(runs: list[BlockRun]) -> None:
         try:
             run.prepared.iterate()
         except Exception as err:  # noqa: BLE001 - the run is out of the group
-            run.error = "".join(traceback.format_exception(err)).rstrip()
+            run.fail(err, failure_kinds.STARTUP)  # a graph a later run's warm-up dropped compiles here
 
 
 def _time_blocks(runs: list[BlockRun], process: str) -> None:
@@ -158,7 +166,7 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
                 run.timings.add(run.prepared.iterate())
                 run.block_index.append(blocks)
             except Exception as err:  # noqa: BLE001 - the run is out of the group from here on
-                run.error = "".join(traceback.format_exception(err)).rstrip()
+                run.fail(err, failure_kinds.BENCHMARK)
         blocks += 1
         reason = stop_reason(runs, blocks, time.perf_counter() - start, spec)
         if not any(r.error is None for r in runs):

@@ -31,7 +31,6 @@ import torch
 from model.backend import (
     Capabilities,
     detect_capabilities,
-    peak_memory_mb,
     reset_peak_memory,
     synchronize,
 )
@@ -42,9 +41,10 @@ from perfbench.analysis import stability, stats
 from perfbench.analysis.expert_load import load_record
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
-from perfbench.run import host_load, host_signals
+from perfbench.run import failure_kinds, host_load, host_signals
 from perfbench.run.host_probe import HostProbe, speed_change
 from perfbench.run.iteration import Iteration, Workload, make_workload, run_iteration
+from perfbench.run.memory_split import memory_split
 from perfbench.run.numerics import logit_agreement
 from perfbench.run.profiled import profile_iteration
 from perfbench.run.stopping import StoppingRule
@@ -269,10 +269,10 @@ def warm_up(run: PreparedRun, inductor_before: tuple[int, int], cache_warm: bool
         model.reset_graph()
         compile_warm_s = _compile_seconds(run_iteration(model, run.ids, run.seq_lens, run.cache,
                                                         run.workload.output_len))
-    summary["compile_cache_warm"] = None if cache_warm is None else float(cache_warm)
-    summary["compile_s"] = compile_s
-    summary["compile_warm_s"] = compile_warm_s
-    summary["first_ttft_ms"] = first_ttft_ms
+    summary.compile_cache_warm = None if cache_warm is None else float(cache_warm)
+    summary.compile_s = compile_s
+    summary.compile_warm_s = compile_warm_s
+    summary.first_ttft_ms = first_ttft_ms
 
 
 def host_probe_for(run: PreparedRun) -> HostProbe | None:
@@ -306,9 +306,9 @@ def record_timings(run: PreparedRun, timings: Timings, stop_reason: str, host: d
                       **({stability.PROBE_SAMPLES: timings.probe_ms} if timings.probe_ms else {})}
     result.stop_reason = stop_reason
     result.summary.update(summarize(timings.ttft_ms, timings.tpot_ms, run.workload))
-    result.summary["iterations"] = float(len(timings.ttft_ms))
-    result.summary["peak_mem_mb"] = peak_memory_mb(run.caps.device)
-    result.summary["host_speed_change"] = speed_change(timings.probe_ms)
+    result.summary.iterations = float(len(timings.ttft_ms))
+    result.summary.update(memory_split(run.caps.device, run.model, run.cache.tensors()))
+    result.summary.host_speed_change = speed_change(timings.probe_ms)
     result.summary.update(host)
     verdict, per_metric = stability.run_stability(result.summary, result.samples)
     result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
@@ -332,10 +332,16 @@ def finish_run(run: PreparedRun) -> RunResult:
 
 def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
     """One run timed on its own: prepare, time, record, finish."""
-    run = prepare_run(spec, run_dir)
-    timings, stop_reason, host = time_iterations(run)
-    record_timings(run, timings, stop_reason, host)
-    return finish_run(run)
+    with failure_kinds.stage(failure_kinds.STARTUP):
+        run = prepare_run(spec, run_dir)
+    try:
+        with failure_kinds.stage(failure_kinds.BENCHMARK):
+            timings, stop_reason, host = time_iterations(run)
+            record_timings(run, timings, stop_reason, host)
+            return finish_run(run)
+    except Exception as err:
+        err.plan = run.result.plan  # type: ignore[attr-defined] - the worker records the plan that was built
+        raise
 
 
 def _inductor_cache_counts() -> tuple[int, int]:

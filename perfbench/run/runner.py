@@ -112,9 +112,11 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
         unstable = "" if result.is_stable() is not False else f", UNSTABLE: {result.stability.get('reason')}"
         _say(f"[{number[planned.spec.run_id]}/{total}] {planned.spec.run_id} {result.status} {wall:.1f}s "
              f"(elapsed {_duration(time.monotonic() - start)}, failures {failures}){unstable}")
-        if result.status != "ok" and result.error:
+        if result.failure:
+            _say(f"    {result.failure.kind}: {result.failure.reason}")
+        elif result.status != "ok" and result.error:
             _say(f"    {result.error.strip().splitlines()[-1][:200]}")
-        for line in (result.trace or {}).get("plan_mismatches") or []:
+        for line in result.trace.plan_mismatches:
             _say(f"    trace vs plan: {line}")
     ids = {p.spec.run_id for p in sweep.runs}
     return [r for r in results if r.run_id in ids]

@@ -49,8 +49,12 @@ def warnings(results: list[RunResult]) -> dict[str, list[str]]:
     for r in merged:
         cid = r.spec.combination_id
         if r.status != "ok":
-            out.setdefault(cid, []).append(f"{plan_label(r)}: {r.status}: {(r.error or '').strip()[-160:]}")
+            kind = f" ({r.failure.kind})" if r.failure.kind else ""
+            why = r.failure.reason or (r.error or "").strip()[-160:]
+            out.setdefault(cid, []).append(f"{plan_label(r)}: {r.status}{kind}: {why}")
             continue
+        if r.failure:
+            out.setdefault(cid, []).append(f"{plan_label(r)}: {r.failure.kind}: {r.failure.reason}")
         separate = [x for x in groups[cid] if x.spec.timing != "blocks"]
         unstable = [f"round {x.spec.round}: {x.stability.get('reason')}" if x.spec.rounds > 1
                     else str(x.stability.get("reason")) for x in separate if x.is_stable() is False]

@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
+from perfbench.run import failure_kinds
 from perfbench.run.cluster import is_result_writer
 
 FAULT_ENV = "PERFBENCH_FAULT"
@@ -91,11 +92,14 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
         result = measure_run(spec, run_dir)
     except Exception as err:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         result = RunResult(run_id=spec.run_id, status="error", spec=spec, plan=getattr(err, "plan", RunPlan()),
-                           error=traceback.format_exc().rstrip(), started_at=started)
+                           error=traceback.format_exc().rstrip(), started_at=started,
+                           failure=failure_kinds.of_exception(err))
     return _finalize(result, spec, started, t0)
 
 
 def _finalize(result: RunResult, spec: RunSpec, started: str, t0: float) -> RunResult:
+    if result.status == "ok" and not result.failure:
+        result.failure = failure_kinds.of_measured(result)
     if not result.started_at:
         result.started_at = started
     if not result.wall_s:
@@ -116,9 +120,9 @@ def run_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunResult]:
         from perfbench.run.blocks import measure_block_group
 
         results = measure_block_group(specs, run_dirs)
-    except Exception:  # noqa: BLE001 - every failure is recorded, the sweep goes on
-        error = traceback.format_exc().rstrip()
-        results = [RunResult(run_id=s.run_id, status="error", spec=s, error=error) for s in specs]
+    except Exception as err:  # noqa: BLE001 - every failure is recorded, the sweep goes on
+        error, failure = traceback.format_exc().rstrip(), failure_kinds.of_exception(err)
+        results = [RunResult(run_id=s.run_id, status="error", spec=s, error=error, failure=failure) for s in specs]
     return [_finalize(r, s, started, t0) for r, s in zip(results, specs)]
 
 

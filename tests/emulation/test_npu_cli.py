@@ -58,10 +58,10 @@ def test_run_emulated_npu_scenario_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (result,) = load_results(out)
     assert result.status == "ok", result.error
-    assert result.env["emulation"] == "emulated npu (910b)"
-    assert "emulated npu (910b)" in result.env["device_name"] and result.env["device"] == "npu"
+    assert result.env.emulation == "emulated npu (910b)"
+    assert "emulated npu (910b)" in result.env.device_name and result.env.device == "npu"
     assert result.plan.state("fused_attention") == "on" and result.plan.state("chunk_gdr") == "on"
-    assert result.numerics["tokens_match"] is True
+    assert result.numerics.tokens_match is True
     (trace_dir,) = (out / "runs" / result.run_id / "trace").glob("*_ascend_pt")
     assert "emulated npu (910b)" in (trace_dir / "EMULATED.txt").read_text()
     per_op = (out / "runs" / result.run_id / "tables" / "per_op.csv").read_text()

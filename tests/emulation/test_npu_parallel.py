@@ -32,5 +32,5 @@ def test_multi_rank_npu_toggle(tmp_path: Path, platform: str, layout: str, toggl
     (result,) = load_results(out)
     assert result.status == "ok", (result.error or "") + proc.stderr[-2000:]
     assert result.plan.state(toggle) == "on"
-    assert result.env["emulation"] == f"emulated npu ({platform})"
-    assert result.numerics["max_abs_logit_diff"] <= LOGIT_TOL
+    assert result.env.emulation == f"emulated npu ({platform})"
+    assert result.numerics.max_abs_logit_diff <= LOGIT_TOL

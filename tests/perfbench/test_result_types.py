@@ -72,7 +72,7 @@ def test_right_types_load_including_non_finite_samples_and_null_summaries(tmp_pa
     record = a_record()
     record["samples"]["tpot_ms"] = [1.0, float("nan"), float("inf"), 2]  # a broken timer: kept, not refused
     (back,) = load_results(write_records(tmp_path / "res", record))
-    assert back.samples["tpot_ms"][3] == 2 and back.summary["compile_s"] is None
+    assert back.samples["tpot_ms"][3] == 2 and back.summary.compile_s is None
     assert back.finite_samples("tpot_ms") == [1.0, 2.0]
 
 

@@ -46,7 +46,8 @@ def test_record_round_trips_with_its_schema_version(tmp_path):
 
 def test_views_answer_from_the_typed_spec_and_plan():
     result = a_result()
-    assert result.shape() == WorkloadShape("tiny", "cpu", "float32", 2, 2, 64, 4, False)
+    assert result.shape() == WorkloadShape(model="tiny", device="cpu", dtype="float32", world_size=2, batch_size=2,
+                                           input_len=64, output_len=4, ragged=False)
     assert result.effective_on() == {"chunk_gdr"}
     assert result.spec.requested_on() == {"chunk_gdr", "mm_all_reduce"}
     assert result.selector_field("world_size") == 2
@@ -54,7 +55,7 @@ def test_views_answer_from_the_typed_spec_and_plan():
     assert result.selector_field("req.mm_all_reduce") is True
     assert result.selector_field("batch_size") == 2
     assert result.finite_samples("tpot_ms") == [1.0, 2.0]
-    no_plan = RunResult("r2", "error", result.spec)
+    no_plan = RunResult(run_id="r2", status="error", spec=result.spec)
     assert no_plan.ran_on() == {"chunk_gdr", "mm_all_reduce"} and result.ran_on() == {"chunk_gdr"}
 
 
@@ -113,10 +114,10 @@ def test_a_newer_folder_is_a_one_line_error_in_the_cli(tmp_path):
 def test_the_committed_baseline_of_schema_4_loads_as_runs_timed_separately():
     # recorded before interleaved blocks existed (schema 4): it must keep loading, as timed on their own
     raws = [json.loads(line) for line in (REPO / "baselines/ci_smoke/results.jsonl").read_text().splitlines()]
-    assert {r["schema_version"] for r in raws} == {4} and SCHEMA_VERSION == 5
+    assert {r["schema_version"] for r in raws} == {4} and SCHEMA_VERSION == 6
     loaded = load_results(REPO / "baselines/ci_smoke")
     assert len(loaded) == len(raws)
-    assert all(r.blocks == {} and r.spec.timing == "separate" and r.spec.block_group == "" for r in loaded)
+    assert all(not r.blocks and r.spec.timing == "separate" and r.spec.block_group == "" for r in loaded)
     assert RunResult.from_dict(loaded[0].to_dict()).to_dict() == loaded[0].to_dict()
 
 
@@ -137,7 +138,7 @@ def test_a_version_3_record_loads_without_expert_load_and_a_new_one_fills_the_cs
     del raw["expert_load"]
     (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
     (back,) = load_results(tmp_path)
-    assert back.expert_load == {} and back.csv_row()["moe_imbalance_prefill"] is None
+    assert not back.expert_load and back.csv_row()["moe_imbalance_prefill"] is None
     result = a_result()
     result.expert_load = {"experts_by_rank": [[0, 4]],
                           "counts": [{"phase": "prefill", "layer": 0, "experts": [3, 1, 0, 0]},

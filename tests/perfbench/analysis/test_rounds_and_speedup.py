@@ -31,10 +31,10 @@ def test_merged_rounds_pool_samples_and_keep_round_medians():
     assert a.run_id == "a" and a.spec.rounds == 2
     assert a.samples["round_ttft_ms"] == [11.0, 21.0] and a.samples["round_tpot_ms"] == [2.0, 3.0]
     assert sorted(a.samples["ttft_ms"]) == [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
-    assert a.summary["ttft_ms_median"] == pytest.approx(16.0)  # median of the pooled six
+    assert a.summary.ttft_ms_median == pytest.approx(16.0)  # median of the pooled six
     unstable = merge_rounds([_result("a", 1, 2, [1.0] * 3, [1.0] * 3),
                              _result("a", 2, 2, [1.0] * 3, [1.0] * 3, stable=False)])
-    assert unstable[0].stability == {"stable": False, "reason": "round 2: noisy"}
+    assert unstable[0].stability.to_dict() == {"stable": False, "reason": "round 2: noisy"}
 
 
 def test_speedup_pairs_each_round_with_its_baseline():

@@ -133,7 +133,7 @@ def test_a_run_beside_a_cpu_hog_is_flagged_unstable_everywhere_and_the_same_run_
     # alone, the machine is quiet: no host criterion holds. (Its samples may still be judged noisy: on a shared
     # VM a 20-iteration run of 3 ms iterations can drift by a third with nothing else running.)
     (alone,) = load_results(tmp_path / "alone")
-    assert host_reasons(alone.summary) == [] and alone.summary["host_other_cores"] is not None
+    assert host_reasons(alone.summary) == [] and alone.summary.host_other_cores is not None
     assert "other processes kept" not in row["unstable_reason"] + proc.stdout + proc.stderr
     assert "other processes kept" not in (tmp_path / "alone" / "report.html").read_text()
     # one spinner more than CPUs, each in its own session (outside the run's process group): with one per CPU the

@@ -187,7 +187,7 @@ def test_throughput_and_threshold_only_metrics(tmp_path: Path) -> None:
     prefill = parse_rules({"rules": [{"kind": "timing", "metric": "prefill_tok_s"}]}, "t.yaml")
     check = next(c for c in evaluate(in_memory([ragged]), in_memory([ragged]), prefill).checks
                  if c.kind == "timing")
-    assert check.details["current"] == pytest.approx(ragged.summary["prefill_tok_s"])
+    assert check.details["current"] == pytest.approx(ragged.summary.prefill_tok_s)
     # Throughput that went up passes.
     faster = make_run("r", tpot=[v / 1.2 for v in tpot])
     report = evaluate(in_memory([base]), in_memory([faster]), parse_rules(
@@ -236,9 +236,9 @@ def test_op_count_growth_fails(tmp_path: Path) -> None:
 def test_trace_plan_rule_fails_a_run_whose_trace_contradicts_its_plan() -> None:
     mismatch = "graph_mode on, but 2,470 eager aten ops per decode step (expected at most 200)"
     broken, fine, unprofiled = make_run("r1"), make_run("r2"), make_run("r3")
-    broken.trace["plan_check"] = [{"toggle": "graph_mode", "state": "on", "ok": False, "line": mismatch},
+    broken.trace.plan_check = [{"toggle": "graph_mode", "state": "on", "ok": False, "line": mismatch},
                                   {"toggle": "fused_rmsnorm", "state": "on", "ok": True, "line": "ok"}]
-    fine.trace["plan_check"] = [{"toggle": "graph_mode", "state": "on", "ok": True, "line": "ok"}]
+    fine.trace.plan_check = [{"toggle": "graph_mode", "state": "on", "ok": True, "line": "ok"}]
     rules = parse_rules({"rules": [{"kind": "trace_plan"}]}, "test")
 
     report = evaluate(in_memory([broken, fine, unprofiled]), in_memory([broken, fine, unprofiled]), rules)
@@ -493,7 +493,7 @@ def test_baseline_save_and_gate_against_it(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     runs = [make_run(f"r{i}", tpot=noisy(rng, 5.0, 40), ttft=noisy(rng, 40.0, 5)) for i in (1, 2)]
     for i, run in enumerate(runs):
-        run.env.update(git_sha="abc1234", git_dirty=False, date=f"2025-01-0{i + 1}T00:00:00+00:00")
+        run.env.update({"git_sha": "abc1234", "git_dirty": False, "date": f"2025-01-0{i + 1}T00:00:00+00:00"})
     source = folder(tmp_path, "run", runs)
     (source / "scenario.json").write_text(json.dumps({"name": "smoke"}))
     dest = tmp_path / "baselines" / "main"

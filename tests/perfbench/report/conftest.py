@@ -55,7 +55,7 @@ def synthetic_run(run_id: str, on: set[str], rng: np.random.Generator, *, batch_
                      numerics={"max_abs_logit_diff": 1.5e-6 * len(on), "tokens_match": True,
                                "reference": "r-base"},
                      env={"torch": "2.13.0", "hostname": f"box{INJECTION}",
-                          "device": {"name": "cpu", "count": 1}},
+                          "device": "cpu", "device_name": "cpu", "device_count": 1},
                      wall_s=1.0)
 
 
@@ -77,7 +77,7 @@ def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
 def write_trace_tables(folder: Path, run: RunResult) -> None:
     """Fake trace tables in perfbench.profiling's layout (a `side` column; host self time beside device kernel
     time, never to be added), device times shrinking with the run's toggles by the planted factor."""
-    scale = run.summary["tpot_ms_median"] / BASE_TPOT_MS
+    scale = run.summary.tpot_ms_median / BASE_TPOT_MS
     tables = folder / "runs" / run.run_id / "tables"
     tables.mkdir(parents=True, exist_ok=True)
     # name, category, phase, layer_type, count, device total_us; host rows take 3x the device time

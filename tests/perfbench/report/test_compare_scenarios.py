@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -19,7 +18,7 @@ def folder(make_folder):
 
     def make(path: Path, scenario: str, batch_size: int) -> Path:
         make_folder(path, failed=False, traces=False)
-        runs = [dataclasses.replace(r, spec=dataclasses.replace(r.spec, scenario=scenario))
+        runs = [r.replace(spec=r.spec.replace(scenario=scenario))
                 for r in load_results(path) if r.spec.batch_size == batch_size]
         assert runs
         write_results(path, runs)

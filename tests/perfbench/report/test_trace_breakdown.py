@@ -72,7 +72,7 @@ def test_host_and_device_time_are_never_added(two_runs, planted):
     folder, results = two_runs
     section = breakdown_section(folder, results)
     base = next(r for r in results if r.run_id == "r-base")
-    scale = base.summary["tpot_ms_median"] / planted.base_tpot_ms
+    scale = base.summary.tpot_ms_median / planted.base_tpot_ms
     row = next(r for r in tables_of(section)["time_by_phase"].rows if r["run_id"] == "r-base")
     assert row["side"] == "device"
     assert row["total_us"] == pytest.approx((900 + 300 + 50 + 120) * scale)

@@ -29,6 +29,10 @@ def test_estimate_on_the_npu_scenarios(scenario: str, tmp_path: Path) -> None:
     for row in rows:
         assert float(row["ttft_ms"]) > 0 and float(row["tpot_ms"]) > 0
         assert row["plan"] in result.output
+        assert float(row["mem_weights_bytes"]) > 0 and float(row["mem_state_bytes"]) > 0
+        assert float(row["mem_activations_bytes"]) > 0
+    # every plan holds the same weights (the toggles change kernels, not parameters)
+    assert len({row["mem_weights_bytes"] for row in rows}) == 1
     # dropping chunk_gdr must cost prefill time: the token recurrence re-reads the state every token
     by_plan = {r["plan"]: r for r in rows}
     with_gdr = next(r for r in rows if "gdr" in r["toggles"].split("+"))

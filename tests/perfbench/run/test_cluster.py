@@ -130,11 +130,11 @@ def test_plain_multi_node_launch_node_zero_writes_the_results(tmp_path):
     logs = [node.communicate(timeout=600)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], "\n".join(log[-3000:] for log in logs)
     (result,) = load_results(outs[0])
-    assert result.status == "ok" and result.numerics["tokens_match"] is True
-    recorded = result.env["env"]
+    assert result.status == "ok" and result.numerics.tokens_match is True
+    recorded = result.env.env
     assert recorded["WORLD_SIZE"] == "2" and recorded["GROUP_WORLD_SIZE"] == "2"
     assert recorded["PERFBENCH_NODE_RANK"] == "0" and recorded["GLOO_SOCKET_IFNAME"] == "lo"
-    assert recorded["MASTER_ADDR"] and result.env["executor"] == "local"
+    assert recorded["MASTER_ADDR"] and result.env.executor == "local"
     assert not (outs[1] / "results.jsonl").exists() and not (outs[1] / "runs" / result.run_id / "result.json").exists()
     share = json.loads((outs[1] / "runs" / result.run_id / "node1.json").read_text())
     assert share["returncode"] == 0 and not share["timed_out"]

@@ -65,16 +65,17 @@ class _Recorder:
     def run(self, runs, out, env, announce):  # noqa: ANN001, ANN201
         for planned in runs:
             self.asked.append(planned.spec.run_id)
-            yield planned, RunResult(planned.spec.run_id, "ok", planned.spec, plan=RunPlan.of(planned.plan)), 0.0
+            yield planned, RunResult(run_id=planned.spec.run_id, status="ok", spec=planned.spec,
+                                     plan=RunPlan.of(planned.plan)), 0.0
 
 
 def test_resume_measures_killed_and_timed_out_runs_again_and_keeps_the_rest(tmp_path: Path):
     sweep = plan_sweep(load_scenario("ci_smoke", []), CPU)
     specs = [p.spec for p in sweep.runs]
-    previous = [RunResult(specs[0].run_id, "killed", specs[0], error="killed by SIGKILL without a result"),
-                RunResult(specs[1].run_id, "timeout", specs[1], error="timed out"),
-                RunResult(specs[2].run_id, "error", specs[2], error="RuntimeError: a bug"),
-                RunResult(specs[3].run_id, "ok", specs[3])]
+    ended = [("killed", "killed by SIGKILL without a result"), ("timeout", "timed out"),
+             ("error", "RuntimeError: a bug"), ("ok", None)]
+    previous = [RunResult(run_id=spec.run_id, status=status, spec=spec, error=error)
+                for spec, (status, error) in zip(specs, ended)]
     write_results(tmp_path, previous)
     executor = _Recorder()
     results = runner.run_sweep(sweep, tmp_path, previous, executor)

@@ -102,7 +102,7 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
     assert statuses == ["error", "ok", "ok", "timeout"], {i: (r.status, r.error) for i, r in got.items()}
     failed = next(r for r in got.values() if r.status == "error")
     assert "injected fault" in (failed.error or "")
-    assert all(r.env["executor"] == "ray" for r in got.values())
+    assert all(r.env.executor == "ray" for r in got.values())
 
     # the runs overlap in time: two nodes run two at a time, so a run starts while the hanging one still runs
     # (start times are whole seconds, hence the one-second margins)
@@ -127,9 +127,9 @@ def test_ray_sweep_matches_local_runs_in_parallel_and_records_failures(ray_addre
         assert shape(ray_record) == shape(local_record)
         # same tokens and reference; the logit difference itself depends on the intra-op thread count (Ray pins
         # a task to its CPUs), so it agrees to rounding, not bit for bit
-        assert {k: v for k, v in theirs.numerics.items() if k != "max_abs_logit_diff"} == \
-            {k: v for k, v in mine.numerics.items() if k != "max_abs_logit_diff"}
-        assert theirs.numerics["max_abs_logit_diff"] == pytest.approx(mine.numerics["max_abs_logit_diff"], abs=1e-5)
+        assert {k: v for k, v in theirs.numerics.to_dict().items() if k != "max_abs_logit_diff"} == \
+            {k: v for k, v in mine.numerics.to_dict().items() if k != "max_abs_logit_diff"}
+        assert theirs.numerics.max_abs_logit_diff == pytest.approx(mine.numerics.max_abs_logit_diff, abs=1e-5)
         assert theirs.plan == mine.plan and theirs.spec == mine.spec
     header = [(folder / "results.csv").read_text().splitlines()[0] for folder in (ray_out, local_out)]
     assert header[0] == header[1]
@@ -178,9 +178,9 @@ def test_two_node_run_gets_a_spread_placement_group(ray_address, tmp_path):
     assert run_scenario(str(path), str(out), [], dry_run=False, resume=False, report=None, executor="ray",
                         address=ray_address) == 0
     (result,) = load_results(out)
-    assert result.status == "ok" and result.numerics["tokens_match"] is True
-    recorded = result.env["env"]
+    assert result.status == "ok" and result.numerics.tokens_match is True
+    recorded = result.env.env
     assert recorded["WORLD_SIZE"] == "2" and recorded["GROUP_WORLD_SIZE"] == "2" and recorded["LOCAL_WORLD_SIZE"] == "1"
-    assert recorded["PERFBENCH_NODE_RANK"] == "0" and result.env["executor"] == "ray"
+    assert recorded["PERFBENCH_NODE_RANK"] == "0" and result.env.executor == "ray"
     share = json.loads((out / "runs" / result.run_id / "node1.json").read_text())
     assert share["returncode"] == 0

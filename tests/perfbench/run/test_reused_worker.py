@@ -169,5 +169,5 @@ def test_a_sweep_shares_a_worker_per_round_and_its_compile_cache_across_rounds(t
            for r in results}
     by_round = {k: {pid[r.run_id] for r in results if r.spec.round == k} for k in (1, 2)}
     assert all(len(pids) == 1 for pids in by_round.values()) and by_round[1] != by_round[2]
-    warm = {r.spec.round: r.summary["compile_cache_warm"] for r in results if r.spec.toggles.get("fused_rmsnorm")}
+    warm = {r.spec.round: r.summary.compile_cache_warm for r in results if r.spec.toggles.get("fused_rmsnorm")}
     assert warm == {1: 0.0, 2: 1.0}

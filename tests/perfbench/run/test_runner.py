@@ -7,6 +7,7 @@ so these tests never load a model.
 from __future__ import annotations
 
 import importlib.util
+import csv
 import json
 import os
 import signal
@@ -81,8 +82,14 @@ def test_failed_runs_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert "RuntimeError: injected fault" in results["raise"].error and "Traceback" in results["raise"].error
     assert results["kill"].status == "killed" and "SIGKILL" in results["kill"].error
     assert results["exit"].status == "error" and "exited with code 3" in results["exit"].error
+    # the injected exception comes before anything is measured; the other two leave no result to read
+    assert {f: r.failure.kind for f, r in results.items()} == {"raise": "startup_fail", "kill": "benchmark_fail",
+                                                              "exit": "benchmark_fail"}
+    assert results["raise"].failure.reason == "RuntimeError: injected fault"
+    csv_rows = list(csv.DictReader((out / "results.csv").open()))
+    assert {row["failure_kind"] for row in csv_rows} == {"startup_fail", "benchmark_fail"}
     for r in results.values():
-        assert r.plan.state("chunk_gdr") in ("on", "off") and r.env["device"] == "cpu"
+        assert r.plan.state("chunk_gdr") in ("on", "off") and r.env.device == "cpu"
         run_dir = out / "runs" / r.run_id
         assert (run_dir / "spec.json").is_file() and (run_dir / "worker.log").is_file()
     assert json.loads((out / "scenario.json").read_text())["name"] == "faults"
@@ -96,6 +103,7 @@ def test_hanging_run_times_out_and_leaves_no_process(tmp_path):
                       resume=False, report=None)
     (result,) = load_results(out)
     assert rc == 1 and result.status == "timeout" and "timed out after 3 s" in result.error
+    assert result.failure.kind == "timeout" and result.failure.reason.startswith("timed out after 3 s")
     assert alive_with(str(out / "runs" / result.run_id / "spec.json")) == []
 
 
@@ -294,6 +302,7 @@ def test_worker_refuses_a_plan_other_than_the_runners(tmp_path):
     last_line = result["error"].splitlines()[-1]
     assert result["status"] == "error" and "PlanMismatchError" in last_line
     assert "different plan than the runner (chunk_gdr on -> off)" in last_line
+    assert result["failure"]["kind"] == "plan_refused" and "chunk_gdr on -> off" in result["failure"]["reason"]
     assert result["plan"]["chunk_gdr"]["state"] == "off"  # the worker's own plan is kept for the record
 
 

@@ -32,8 +32,8 @@ def test_slowed_scales_latencies_up_and_throughputs_down(aa):
     r = _run("x", {}, [10.0, 20.0], [2.0, 4.0])
     s = aa.slowed(r, 1.5)
     assert s.samples == {"ttft_ms": [15.0, 30.0], "tpot_ms": [3.0, 6.0]}
-    assert s.summary["tpot_ms_median"] == pytest.approx(4.5)
-    assert s.summary["decode_tok_s"] == pytest.approx(r.summary["decode_tok_s"] / 1.5)
+    assert s.summary.tpot_ms_median == pytest.approx(4.5)
+    assert s.summary.decode_tok_s == pytest.approx(r.summary.decode_tok_s / 1.5)
 
 
 def test_analysis_of_three_a_a_runs(aa, tmp_path):

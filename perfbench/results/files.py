@@ -1,0 +1,106 @@
+"""Result files: written atomically, read back through the record models (a bad record is one line)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfbench.errors import UserError
+from perfbench.results.run_record import CSV_COLUMNS, RunResult
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder + rename: readers never see a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def load_results(folder: str | Path) -> list[RunResult]:
+    """Results of a folder, last record per run_id winning (a resumed sweep may have rewritten a run)."""
+    path = Path(folder) / "results.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no results.jsonl (is {folder} a perfbench result folder?)")
+    by_id: dict[str, RunResult] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        result = RunResult.from_dict(raw, f"{path}:{lineno}")
+        by_id[result.run_id] = result
+    return list(by_id.values())
+
+
+@dataclass
+class ResultFolder:
+    """A result (or baseline) folder as read: its runs by run_id, scenario.json and baseline.json if any."""
+
+    path: Path
+    runs: dict[str, RunResult]
+    scenario: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None  # baseline.json, for a saved baseline
+
+    @property
+    def results(self) -> list[RunResult]:
+        return list(self.runs.values())
+
+
+def _read_json_object(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_folder(path: str | Path, name: str | None = None) -> ResultFolder:
+    """Every command's folder loader: anything unreadable is a one-line UserError starting with `name` (how
+    the user gave the folder, e.g. "--baseline <path>"; default the path)."""
+    path = Path(path)
+    name = name or str(path)
+    if not path.exists():
+        raise UserError(f"{name}: no such folder")
+    if not path.is_dir():
+        raise UserError(f"{name}: not a folder (give a result or baseline folder)")
+    if not (path / "results.jsonl").is_file():
+        raise UserError(f"{name}: no results.jsonl (not a perfbench result or baseline folder)")
+    try:
+        results = load_results(path)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"{name}: unreadable results.jsonl ({err})") from None
+    return ResultFolder(path, {r.run_id: r for r in results}, _read_json_object(path / "scenario.json"),
+                        _read_json_object(path / "baseline.json"))
+
+
+def write_results(folder: str | Path, results: list[RunResult]) -> None:
+    """Rewrite results.jsonl and results.csv atomically from the full list."""
+    folder = Path(folder)
+    lines = "".join(json.dumps(r.to_dict(), default=str) + "\n" for r in results)
+    atomic_write_text(folder / "results.jsonl", lines)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS))
+    writer.writeheader()
+    for r in results:
+        writer.writerow(r.csv_row())
+    atomic_write_text(folder / "results.csv", buf.getvalue())

@@ -1,0 +1,201 @@
+"""The typed parts of a result record: what a run measured besides its spec, plan and raw samples.
+
+Each part is a pydantic model that refuses unknown fields, with its defaults here and nowhere else. A part
+nothing wrote is empty (no field set): `bool(part)` says whether it was recorded, and only the fields that
+were set are written, so a record round-trips to the same JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    """Base of every part: unknown fields refused, assignments validated, JSON of the fields that were set."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def __bool__(self) -> bool:
+        return bool(self.model_fields_set)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field by name (the metric names of tables and rules are strings); `default` when unset or null."""
+        value = getattr(self, name) if name in type(self).model_fields else None
+        return default if value is None else value
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class Summary(Record):
+    """Per-run statistics of the timed iterations and the host during them (milliseconds, tokens/s, MB)."""
+
+    ttft_ms_median: float | None = None
+    ttft_ms_p90: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_median: float | None = None
+    tpot_ms_p90: float | None = None
+    tpot_ms_p99: float | None = None
+    prefill_tok_s: float | None = None
+    decode_tok_s: float | None = None
+    compile_s: float | None = None  # the first decode compile under graph_mode
+    compile_warm_s: float | None = None  # a second compile from the warm cache (enable_cache_compile)
+    first_ttft_ms: float | None = None  # the first prefill: builds the plan's compiled kernels
+    peak_mem_mb: float | None = None  # device allocator peak; CPU: the process's peak resident set
+    mem_weights_mb: float | None = None  # parameters and buffers (run/memory_split.py)
+    mem_state_mb: float | None = None  # KV cache + GDN conv and recurrent state
+    mem_rest_mb: float | None = None  # peak - weights - state: activations, workspace (CPU: + the process)
+    mem_graph_pool_mb: float | None = None  # CUDA graph private pools; None where the device does not say
+    host_other_cores: float | None = None  # cores other processes used while timing (host_load.py)
+    host_steal_cores: float | None = None
+    host_spare_cores: float | None = None
+    host_loadavg_1m: float | None = None
+    host_cpus: float | None = None
+    host_cpu_mhz_min: float | None = None
+    host_cpu_mhz_max: float | None = None
+    host_mem_pressure_avg10: float | None = None
+    host_mem_available_frac: float | None = None
+    host_speed_change: float | None = None  # the host probe's last / first time (host_probe.py)
+    iterations: float | None = None
+    compile_cache_warm: float | None = None  # 1.0: the compile cache already held this plan's kernels
+
+
+SUMMARY_KEYS = tuple(Summary.model_fields)
+
+
+# Largest |logit - reference logit| a run may show and still count as numerically right, per dtype: the gate's
+# default and the bound of a run's `numerics_fail`.
+LOGIT_TOLERANCE = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
+
+
+class Numerics(Record):
+    """The run's logits against the all-off reference decoded from the same prompts (run/numerics.py)."""
+
+    max_abs_logit_diff: float | None = None
+    tokens_match: bool | None = None
+    first_mismatch_step: int | None = None
+    reference: str | None = None  # what the reference was
+
+
+class PlanCheckLine(Record):
+    """One toggle's verdict of the trace against the plan (profiling/plan_check.py)."""
+
+    toggle: str
+    state: str
+    ok: bool | None
+    line: str
+
+
+class TraceRecord(Record):
+    """What the profiled iteration left: where the trace and tables are, op counts, the plan check."""
+
+    dir: str | None = None  # relative to the run folder
+    tables: list[str] = Field(default_factory=list)
+    decode_ops_per_step: float | None = None
+    op_counts_per_decode_step: dict[str, float] = Field(default_factory=dict)
+    layer_scopes: bool | None = None  # False: graph mode, no per-layer scopes in the trace
+    plan_check: list[PlanCheckLine] = Field(default_factory=list)
+    plan_mismatches: list[str] = Field(default_factory=list)
+    cluster: dict[str, Any] = Field(default_factory=dict)  # per-rank means and the slowest rank (multi-rank)
+    roofline_error: str | None = None
+    error: str | None = None  # the trace could not be taken or parsed; the timed numbers stand
+
+
+class MetricStability(Record):
+    stable: bool | None = None
+    reason: str = ""
+
+
+class Stability(Record):
+    """The run's stability verdict (analysis/stability.py), overall and per metric."""
+
+    stable: bool | None = None
+    reason: str = ""
+    metrics: dict[str, MetricStability] = Field(default_factory=dict)
+
+
+class Environment(Record):
+    """What a run was measured on (run/environment.py). Every field may be unknown (null)."""
+
+    git_sha: str | None = None
+    git_dirty: bool | None = None
+    python: str | None = None
+    python_executable: str | None = None
+    torch: str | None = None
+    torch_npu: str | None = None
+    cann: str | None = None
+    transformers: str | None = None
+    torchair: str | None = None
+    device: str | None = None
+    device_name: str | None = None
+    device_count: int | None = None
+    emulation: str | None = None  # "emulated npu (<platform>)" when the NPU emulator ran the run
+    torch_threads: int | None = None
+    torch_interop_threads: int | None = None
+    env: dict[str, str] = Field(default_factory=dict)  # the variables that change a measurement
+    executor: str | None = None
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    platform: str | None = None
+    date: str | None = None
+    # `perfbench ab` (run/ab.py): which arm, its ref, and the model/ package it imported
+    ab_arm: str | None = None
+    ab_ref: str | None = None
+    model_package: str | None = None
+
+
+class BlockPlacement(Record):
+    """Where an interleaved run's timed iterations sat (run/blocks.py): block index per iteration."""
+
+    group: str = ""
+    process: str = ""  # the timing process: "<pid>-<random>"
+    index: list[int] = Field(default_factory=list)
+    runs: int = 0
+    blocks: int = 0
+
+
+class LayerCounts(Record):
+    phase: str
+    layer: int
+    experts: list[int]
+
+
+class ExpertLoad(Record):
+    """Per-expert routing counts of every MoE layer (analysis/expert_load.py)."""
+
+    counted: str | None = None  # which iteration was counted
+    num_experts: int | None = None
+    top_k: int | None = None
+    ep_size: int | None = None
+    counts: list[LayerCounts] = Field(default_factory=list)
+    experts_by_rank: list[list[int]] = Field(default_factory=list)  # [first, stop) per EP rank
+    not_recorded: dict[str, str] = Field(default_factory=dict)  # phase -> why
+
+
+Status = Literal["ok", "error", "timeout", "killed"]
+
+# Why a run did not give a trustworthy measurement (run/failure_kinds.py decides):
+#   startup_fail    import, model build, plan check or compile failed before timing
+#   plan_refused    a requested toggle never took effect (inactive, with its reason), or the worker's plan
+#                   differed from the runner's; an ok run keeps its numbers, measured without that toggle
+#   benchmark_fail  timing or profiling failed, or the process died without a result
+#   timeout         the run outlived its timeout_s and was killed
+#   oom             out of memory (device or host)
+#   numerics_fail   the logits left the dtype's tolerance against the all-off reference, or tokens differ
+FailureKind = Literal["startup_fail", "plan_refused", "benchmark_fail", "timeout", "oom", "numerics_fail"]
+FAILURE_KINDS: tuple[str, ...] = FailureKind.__args__  # type: ignore[attr-defined]
+
+
+class Failure(Record):
+    """A run's failure kind and a one-line reason; empty for a run that measured what it was asked."""
+
+    kind: FailureKind | None = None
+    reason: str = ""

@@ -1,0 +1,85 @@
+"""Which kind of failure a run had (results/records.py FailureKind), each with a one-line reason.
+
+A run fails in a stage: everything before the first timed iteration (import, model build, plan check, warm-up
+and compile) is start-up; the timed iterations and the profiled one are the benchmark. `stage` marks an
+exception with the stage it left; the worker turns it into a kind. A run that measured can still be a failure
+of its question: a requested toggle that never took effect, or logits outside the dtype's tolerance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+from perfbench.results import LOGIT_TOLERANCE, Failure, RunResult
+
+STARTUP, BENCHMARK = "startup", "benchmark"
+_STAGE_ATTR = "perfbench_stage"
+_OOM = re.compile(r"out of memory|OutOfMemoryError|MemoryError|Cannot allocate memory|NPU out of memory", re.I)
+_STARTUP = re.compile(r"ModuleNotFoundError|ImportError|No module named")
+
+
+def tagged(err: BaseException, name: str) -> BaseException:
+    """`err` marked as raised in stage `name`, unless an inner stage marked it already."""
+    if not hasattr(err, _STAGE_ATTR):
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(err, _STAGE_ATTR, name)
+    return err
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Mark an exception leaving the block as raised in stage `name`."""
+    try:
+        yield
+    except BaseException as err:
+        tagged(err, name)
+        raise
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    line = next((x.strip() for x in reversed(text.strip().splitlines()) if x.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def of_exception(err: BaseException) -> Failure:
+    """The kind of an exception a run raised: oom, plan_refused, startup_fail or benchmark_fail by stage."""
+    text = f"{type(err).__name__}: {err}"
+    reason = one_line(text)
+    if isinstance(err, MemoryError) or _OOM.search(text):
+        return Failure(kind="oom", reason=reason)
+    if type(err).__name__ == "PlanMismatchError":
+        return Failure(kind="plan_refused", reason=reason)
+    if isinstance(err, ImportError) or getattr(err, _STAGE_ATTR, STARTUP) == STARTUP:
+        return Failure(kind="startup_fail", reason=reason)
+    return Failure(kind="benchmark_fail", reason=reason)
+
+
+def of_lost_process(why: str, log_tail: str, timed_out: bool) -> Failure:
+    """The kind of a run whose process left no result: timeout, or what its log's last lines say."""
+    if timed_out:
+        return Failure(kind="timeout", reason=why)
+    if _OOM.search(log_tail):
+        return Failure(kind="oom", reason=f"{why}; the log says: {one_line(log_tail)}")
+    if _STARTUP.search(log_tail):
+        return Failure(kind="startup_fail", reason=f"{why}; the log says: {one_line(log_tail)}")
+    return Failure(kind="benchmark_fail", reason=why)
+
+
+def of_measured(result: RunResult) -> Failure:
+    """An ok run's failure of its question, if any: numerics outside tolerance, else a requested toggle
+    that never took effect; empty when it measured what it was asked."""
+    numerics, dtype = result.numerics, result.spec.dtype
+    bound = LOGIT_TOLERANCE.get(dtype)
+    diff = numerics.max_abs_logit_diff
+    if numerics.tokens_match is False or (diff is not None and bound is not None and not diff <= bound):
+        detail = f"max |logit diff| {diff:.3g}" if diff is not None else "no logit diff"
+        tokens = "greedy tokens differ" if numerics.tokens_match is False else "greedy tokens match"
+        limit = f" (tolerance {bound:g} for {dtype})" if bound is not None else ""
+        return Failure(kind="numerics_fail", reason=f"{detail}{limit}, {tokens}")
+    refused = [d for t, d in result.plan.decisions.items() if d.requested and d.state == "inactive"]
+    if refused:
+        return Failure(kind="plan_refused", reason="; ".join(f"{d.name} requested, inactive: {d.reason}"
+                                                              for d in refused))
+    return Failure()

@@ -1,0 +1,108 @@
+"""Each failure kind from what a run leaves: the exception and its stage, a lost process's log, or an ok run
+whose numbers do not answer its question (numerics out of tolerance, a requested toggle that never ran)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model.toggles import ToggleDecision
+from perfbench.results import RunPlan, RunResult, RunSpec, load_results, write_results
+from perfbench.run import failure_kinds, measure, worker
+from perfbench.run.failure_kinds import BENCHMARK, STARTUP, of_exception, of_lost_process, of_measured, stage
+
+
+def _raised_in(*stages: str) -> BaseException:
+    """The exception as it leaves nested stages (outermost first)."""
+    def inner(level: int) -> None:
+        if level == len(stages):
+            raise RuntimeError("boom")
+        with stage(stages[level]):
+            inner(level + 1)
+    with pytest.raises(RuntimeError) as info:
+        inner(0)
+    return info.value
+
+
+@pytest.mark.parametrize("err,kind", [
+    (MemoryError(), "oom"),
+    (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
+    (ModuleNotFoundError("No module named 'torch_npu'"), "startup_fail"),
+    (RuntimeError("boom"), "startup_fail"),  # no stage: raised before measuring began
+    (measure.PlanMismatchError("run r1: the worker resolved a different plan", RunPlan()), "plan_refused"),
+], ids=["MemoryError", "device oom text", "import", "no stage", "plan mismatch"])
+def test_an_exception_gives_its_kind_and_its_last_line(err: BaseException, kind: str) -> None:
+    failure = of_exception(err)
+    assert failure.kind == kind
+    assert failure.reason.startswith(type(err).__name__) and "\n" not in failure.reason
+
+
+def test_the_innermost_stage_decides() -> None:
+    assert of_exception(_raised_in(STARTUP)).kind == "startup_fail"
+    assert of_exception(_raised_in(BENCHMARK)).kind == "benchmark_fail"
+    assert of_exception(_raised_in(STARTUP, BENCHMARK)).kind == "benchmark_fail"
+
+
+def test_a_lost_process_is_judged_by_its_timeout_and_its_log() -> None:
+    assert of_lost_process("timed out after 3 s", "", timed_out=True).kind == "timeout"
+    oom = of_lost_process("worker exited with code 1", "x = torch.empty(n)\nMemoryError", timed_out=False)
+    assert oom.kind == "oom" and oom.reason.endswith("the log says: MemoryError")
+    imp = of_lost_process("worker exited with code 1", "ModuleNotFoundError: No module named 'x'", False)
+    assert imp.kind == "startup_fail"
+    assert of_lost_process("killed by SIGKILL without a result", "step 3", False).kind == "benchmark_fail"
+
+
+def _ok_run(dtype: str = "float32", diff: float | None = 1e-5, tokens: bool | None = True,
+            decisions: dict[str, ToggleDecision] | None = None) -> RunResult:
+    return RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s", dtype=dtype),
+                     plan=RunPlan(decisions or {}),
+                     numerics={"max_abs_logit_diff": diff, "tokens_match": tokens, "reference": "all off"})
+
+
+def test_an_ok_run_within_tolerance_with_every_requested_toggle_on_has_no_failure() -> None:
+    on = {"chunk_gdr": ToggleDecision("chunk_gdr", True, "on", "", "chunked")}
+    assert not of_measured(_ok_run(decisions=on))
+    assert not of_measured(_ok_run(diff=None, tokens=None))  # no numerics check: nothing to judge
+
+
+@pytest.mark.parametrize("dtype,diff,tokens", [("float32", 2e-3, True), ("bfloat16", 0.5, True),
+                                               ("float32", 0.0, False), ("float32", float("nan"), True)])
+def test_logits_outside_the_dtype_tolerance_or_other_tokens_are_numerics_fail(dtype, diff, tokens) -> None:
+    failure = of_measured(_ok_run(dtype, diff, tokens))
+    assert failure.kind == "numerics_fail"
+    assert f"for {dtype}" in failure.reason and ("tokens differ" in failure.reason) == (not tokens)
+
+
+def test_a_requested_toggle_that_stayed_inactive_is_plan_refused_with_its_reason() -> None:
+    decisions = {"mm_all_reduce": ToggleDecision("mm_all_reduce", True, "inactive", "needs world_size > 1", ""),
+                 "fused_rmsnorm": ToggleDecision("fused_rmsnorm", False, "inactive", "not requested", "")}
+    failure = of_measured(_ok_run(decisions=decisions))
+    assert failure.kind == "plan_refused"
+    assert failure.reason == "mm_all_reduce requested, inactive: needs world_size > 1"
+
+
+def test_a_failure_in_the_timed_iterations_is_a_benchmark_fail(tmp_path, monkeypatch) -> None:
+    def broken(run):  # noqa: ANN001, ANN202 - the timing step of a built, warmed model
+        raise RuntimeError("a kernel failed while timing")
+
+    monkeypatch.setattr(measure, "time_iterations", broken)
+    spec = RunSpec(run_id="r1", scenario="s", num_layers=1, input_len=8, output_len=2, iterations=1,
+                   profile=False, numerics_check=False)
+    result = worker.run(spec, tmp_path)
+    assert result.status == "error" and result.plan  # the model was built: its plan is kept
+    assert result.failure.kind == "benchmark_fail"
+    assert result.failure.reason == "RuntimeError: a kernel failed while timing"
+
+
+def test_kinds_reach_the_csv_and_records_of_schema_5_load_without_one(tmp_path) -> None:
+    failed = RunResult(run_id="r1", status="error", spec=RunSpec(run_id="r1", scenario="s"), error="x",
+                       failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))
+    write_results(tmp_path, [failed])
+    assert "oom,MemoryError" in (tmp_path / "results.csv").read_text()
+    raw = failed.to_dict()
+    raw["schema_version"] = 5
+    del raw["failure"]
+    (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
+    (back,) = load_results(tmp_path)
+    assert not back.failure and back.failure.kind is None
