@@ -6,8 +6,8 @@ so these tests never load a model.
 
 from __future__ import annotations
 
-import importlib.util
 import csv
+import importlib.util
 import json
 import os
 import signal
