@@ -224,6 +224,7 @@ class RunSpec:
     timing: str = "separate"
     block_group: str = ""
     profile: bool = True
+    profile_export_type: str = "text"  # the NPU profiler's export: "text" or "db" (its .db is then what is read)
     numerics_check: bool = True
     timeout_s: float = 600.0
     env: dict[str, str] = field(default_factory=dict)
