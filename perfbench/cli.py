@@ -205,7 +205,7 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> No
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where the tables go (default PATH-tables).")
 @user_errors
 def trace(path: str, out_dir: str | None) -> None:
-    """Latency tables for a trace someone else captured (torch chrome trace or Ascend profiler folder)."""
+    """Latency tables for a trace someone else captured (torch chrome trace, Ascend profiler folder or .db)."""
     from perfbench.profiling import analyze_trace, default_tables_dir
 
     check_output_dir(Path(out_dir) if out_dir else default_tables_dir(Path(path)),

@@ -22,7 +22,7 @@ skipped and counted (`SkippedEvents`), as kernel_details.csv rows are.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ API_TYPE_OP = 50001  # ENUM_API_TYPE's documented id of `op`, used when the file
 COMMUNICATION_CORE = "COMMUNICATION"
 _MAX_NS = int(MAX_TIME_US * 1000)
 _MISSING = -1  # what `_ns` gives for a time that is not an integer ns (valid times are >= 0)
+UNNAMED = "(unnamed)"  # a name id that STRING_IDS does not hold
 
 
 @dataclass
@@ -59,7 +60,6 @@ class AscendDb:
     view: TraceView
     has_host: bool  # PYTORCH_API was there: kernels can have context
     level_hint: str = "unknown"  # for want of profiler_info: Level0 (op types N/A), Level1+ (PMU table), unknown
-    notes: list[str] = field(default_factory=list)
 
 
 def _ns(column: str) -> str:
@@ -211,7 +211,7 @@ def _details(path: Path, kernels: pd.DataFrame, collectives: pd.DataFrame, step_
     table = pd.DataFrame({
         "Step Id": pd.array(step_ids, dtype="Int64"),
         "Stream ID": streams + [None] * n_comm,
-        "Name": [str(n) for n in kernels["name"].tolist() + collectives["name"].tolist()],
+        "Name": [UNNAMED if n is None else str(n) for n in kernels["name"].tolist() + collectives["name"].tolist()],
         "Type": _text(kernels["op_type"]) + _text(collectives["op_type"]),
         "Accelerator Core": _text(kernels["core"]) + [COMMUNICATION_CORE] * n_comm,
         "Start Time(us)": [f"{s // 1000}.{s % 1000:03d}" for s in starts.tolist()],
@@ -230,7 +230,7 @@ def _view(kernels: pd.DataFrame, collectives: pd.DataFrame, host: pd.DataFrame,
     pids, tids = (tid >> 32).tolist(), (tid & 0xFFFFFFFF).tolist()
     starts = host["start_ns"].to_numpy(dtype=np.int64)
     durs = host["end_ns"].to_numpy(dtype=np.int64) - starts
-    names = [str(n) for n in host["name"].tolist()]
+    names = [UNNAMED if n is None else str(n) for n in host["name"].tolist()]
     keys = list(zip(pids, tids, starts.tolist()))
     threads = {t: i for i, t in enumerate(dict.fromkeys(tid.tolist()))}
     # device connectionId -> the issuing op: the shortest (innermost) of the ops linked to it
@@ -247,7 +247,7 @@ def _view(kernels: pd.DataFrame, collectives: pd.DataFrame, host: pd.DataFrame,
                 frame["name"].tolist(), frame["start_ns"].tolist(), frame["end_ns"].tolist(),
                 frame["stream"].tolist() if "stream" in frame else [None] * len(frame), frame["conn"].tolist()):
             found = issuer.get(conn)
-            task = DeviceTask(str(name), int(start), (int(end) - int(start)) / 1000.0,
+            task = DeviceTask(UNNAMED if name is None else str(name), int(start), (int(end) - int(start)) / 1000.0,
                               "" if stream in (None, _MISSING) else str(stream),
                               COMMUNICATION_CORE if communication else "", communication)
             tasks.append((task, keys[found[1]] if found else None))
@@ -265,10 +265,10 @@ def read_ascend_db(path: Path) -> AscendDb:
             raise UserError(f"{path}: no usable kernel row; skipped {skipped.summary()}")
         step_ids = _step_ids(db, np.concatenate([kernels["start_ns"].to_numpy(dtype=np.int64),
                                                   collectives["start_ns"].to_numpy(dtype=np.int64)]))
-        details = _details(Path(path), kernels, collectives, step_ids, skipped)
         has_host = db.has("PYTORCH_API")
         host = _host_ops(db, skipped) if has_host else pd.DataFrame(
             columns=["row", "start_ns", "end_ns", "global_tid", "link", "name"])
+        details = _details(Path(path), kernels, collectives, step_ids, skipped)  # skipped host rows included
         links = (db.query(f"SELECT {db.column('CONNECTION_IDS', 'l', 'id')} AS id, "
                           f"{db.column('CONNECTION_IDS', 'l', 'connectionId')} AS connectionId FROM CONNECTION_IDS l")
                  if has_host and db.has("CONNECTION_IDS") else pd.DataFrame(columns=["id", "connectionId"]))

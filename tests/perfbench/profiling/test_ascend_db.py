@@ -194,13 +194,16 @@ def test_unusable_rows_are_skipped_and_counted(tmp_path):
     db = _copy(tmp_path)
     first, second, third = (r[0] for r in _raw(db, "SELECT t.rowid FROM TASK t JOIN COMPUTE_TASK_INFO c "
                                                    "ON c.globalTaskId = t.globalTaskId ORDER BY t.rowid LIMIT 3"))
+    host_op = _raw(db, "SELECT rowid FROM PYTORCH_API WHERE type = 50001 ORDER BY rowid DESC LIMIT 1")[0][0]
     _edit(db, f"UPDATE TASK SET startNs = NULL WHERE rowid = {first}",
           f"UPDATE TASK SET startNs = 'soon' WHERE rowid = {second}",
-          f"UPDATE TASK SET endNs = startNs - 5 WHERE rowid = {third}")
+          f"UPDATE TASK SET endNs = startNs - 5 WHERE rowid = {third}",
+          f"UPDATE PYTORCH_API SET endNs = '17e17' WHERE rowid = {host_op}")
 
     profile = parse_ascend_dir(db.parent)
 
     assert (profile.events["side"] == "device").sum() == 191 - 3
+    assert any("skipped 1 row: PYTORCH_API endNs is missing or not an integer ns" in n for n in profile.notes)
     notes = [n for n in profile.notes if "skipped" in n]
     assert any("skipped 2 rows: TASK startNs is missing or not an integer ns" in n for n in notes)
     assert any("skipped 1 row: TASK endNs before startNs" in n for n in notes)
