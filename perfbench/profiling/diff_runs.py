@@ -45,7 +45,7 @@ def input_kind(path: Path) -> str:
     """"results" (a result folder), "run" (one run's folder) or "trace" (anything else: load_trace decides)."""
     if path.is_dir() and (path / "results.jsonl").is_file():
         return "results"
-    if path.is_dir() and (path / "result.json").is_file() and (path / "trace").exists():
+    if path.is_dir() and (path / "result.json").is_file():
         return "run"
     return "trace"
 
@@ -121,7 +121,8 @@ def _folder_lines(a: ResultFolder, b: ResultFolder, by: Sequence[str]) -> tuple[
     matches, only_a, only_b = match_runs(a.results, b.results)
     diffs = pair_diffs(a, b, matches, by)
     lines = [f"A: {a.path} ({len(a.runs)} runs)", f"B: {b.path} ({len(b.runs)} runs)",
-             f"{len(matches)} matched run pairs, {sum(d.diff is not None for d in diffs)} with traces on both sides"]
+             f"{len(matches)} matched run pair{'s' if len(matches) != 1 else ''}, "
+             f"{sum(d.diff is not None for d in diffs)} with traces on both sides"]
     labels = {m.label: _pair_label(m) for m in matches}
     for d in diffs:
         if d.diff is None:
@@ -148,6 +149,9 @@ def diff_command(a: Path, b: Path, out: Path | None, by: Sequence[str] = DEFAULT
         lines, diffs = _folder_lines(load_folder(a, "A"), load_folder(b, "B"), by)
     else:
         traces = [p / "trace" if kind == "run" else p for p, kind in zip((a, b), kinds)]
+        for side, kind, trace in zip("AB", kinds, traces):
+            if kind == "run" and not trace.exists():
+                raise UserError(f"{side} {trace.parent}: a run folder without a trace/ (the run was not profiled)")
         diffs = [diff_traces(traces[0], traces[1], by)]
         lines = [*diffs[0].headers, *diff_lines(diffs[0].diff, top), *_note_lines(diffs[0].notes)]
     path = (Path(out) if out is not None else default_out(b)) / CSV_NAME

@@ -229,6 +229,9 @@ def test_bad_inputs_are_one_line(tmp_path):
     folder = _folder(tmp_path / "a", {"base": (set(), 1, None)})
     line = one_error_line(_cli(str(folder), str(require(CPU / "all_off.json.gz")), "--out", str(tmp_path)))
     assert "A is a result folder and the other is not" in line
+    line = one_error_line(_cli(str(folder / "runs" / "base"), str(require(CPU / "all_off.json.gz")), "--out",
+                               str(tmp_path)))
+    assert "a run folder without a trace/" in line
     other = tmp_path / "notes.txt"
     other.write_text("hello")
     line = one_error_line(_cli(str(other), str(require(CPU / "all_off.json.gz")), "--out", str(tmp_path)))
