@@ -1,4 +1,4 @@
-"""`perfbench` command line: run, report, compare, gate, baseline, trace, doctor, list."""
+"""`perfbench` command line: run, report, compare, gate, baseline, trace, diff, doctor, list."""
 
 from __future__ import annotations
 
@@ -205,12 +205,32 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> No
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where the tables go (default PATH-tables).")
 @user_errors
 def trace(path: str, out_dir: str | None) -> None:
-    """Latency tables for a trace someone else captured (torch chrome trace or Ascend profiler folder)."""
+    """Latency tables for a trace someone else captured (torch chrome trace, Ascend profiler folder or .db)."""
     from perfbench.profiling import analyze_trace, default_tables_dir
 
     check_output_dir(Path(out_dir) if out_dir else default_tables_dir(Path(path)),
                      "--out" if out_dir else "the tables folder (default of --out)")
     click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None))
+
+
+@main.command()
+@click.argument("a", type=click.Path(exists=True))
+@click.argument("b", type=click.Path(exists=True))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Where diff.csv goes (default B's folder, or the folder holding B when it is a file).")
+@click.option("--by", "by", multiple=True, type=click.Choice(["phase", "module", "shape", "layer", "layer_type",
+                                                              "step"]),
+              help="Split each op's rows by these (repeatable; default phase, module, shape).")
+@click.option("--top", type=click.IntRange(min=1), default=15, show_default=True, help="Rows shown per side.")
+@user_errors
+def diff(a: str, b: str, out_dir: str | None, by: tuple[str, ...], top: int) -> None:
+    """Op-level diff of B against A: traces, run folders, or result folders (matched run by run)."""
+    from perfbench.profiling.diff import DEFAULT_BY
+    from perfbench.profiling.diff_runs import default_out, diff_command
+
+    check_output_dir(Path(out_dir) if out_dir else default_out(Path(b)),
+                     "--out" if out_dir else "B's folder (default of --out)")
+    click.echo(diff_command(Path(a), Path(b), Path(out_dir) if out_dir else None, by or DEFAULT_BY, top))
 
 
 @main.command()

@@ -1,7 +1,7 @@
 """Output paths, checked before any work starts: one line naming the option and what is wrong.
 
-Every command that writes (`run --out`, `report`, `compare --out`, `trace --out`, `baseline save DEST`,
-`gate --summary`) checks its destination first, so a path it cannot write fails in a second with
+Every command that writes (`run --out`, `report`, `compare --out`, `trace --out`, `diff --out`,
+`baseline save DEST`, `gate --summary`) checks its destination first, so a path it cannot write fails in a second with
 `error: --out /x: ...` instead of a PermissionError traceback after minutes of work (and, for the gate,
 instead of exit 1, the regression code). A path passes when it exists as the right kind (folder or file) or
 can be created: its nearest existing ancestor is a folder this process can create a file in (probed with a

@@ -173,6 +173,9 @@ class MeasureSection(Section):
                                      "is killed")
     profile: bool | None = Field(None, description="capture a profiler trace after timing (default "
                                  "model_config.enable_profiler, else true)")
+    profile_export_type: Literal["text", "db"] = Field(
+        "text", description="what the torch_npu profiler writes on npu (its export_type): text (kernel_details.csv, "
+        "trace_view.json, ...) or db (ascend_pytorch_profiler_{rank}.db, SQLite); cpu and cuda write a chrome trace")
     numerics_check: bool = Field(True, description="compare logits and tokens against the all-off reference")
 
     @model_validator(mode="after")
@@ -291,6 +294,13 @@ class PerfbenchSection(Section):
                                  "HCCL_DETERMINISTIC: \"true\")")
     cluster: ClusterSection = Field(default_factory=ClusterSection, description="nodes a run spans and how their "
                                     "torchruns meet")
+
+    @model_validator(mode="after")
+    def _db_export_needs_npu(self) -> PerfbenchSection:
+        if self.measure.profile_export_type == "db" and self.device in ("cpu", "cuda"):
+            raise ValueAt(f"db is the torch_npu profiler's export: only device npu (or auto on an NPU machine) "
+                          f"writes it, got device {self.device}", ".measure.profile_export_type")
+        return self
 
 
 SECTIONS: dict[str, type[Section] | None] = {

@@ -21,6 +21,7 @@ from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.config.planned import PlannedRun
 from perfbench.config.rounds import assign_timing, interleave
 from perfbench.config.scenario import Scenario
+from perfbench.errors import UserError
 from perfbench.results import RunSpec
 
 # Short names for tables and progress lines.
@@ -177,6 +178,9 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
     """
     pb = scenario.perfbench
     device, dtype = resolved_device(scenario, caps)
+    if pb.measure.profile_export_type == "db" and device != "npu":  # device auto found no NPU here
+        raise UserError(f"{scenario.name}: perfbench.measure.profile_export_type: db is the torch_npu profiler's "
+                        f"export and the runs go to {device} here (device {pb.device}); use text or device npu")
     parallel = scenario.parallel_config
     parallel_fields = {k: v for k, v in parallel.as_dict().items() if k != "moe_ep_size"}
     exe_mode = scenario.model_config.exe_mode
@@ -214,7 +218,8 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
                 max_iterations=None if measure.iterations else measure.max_iterations,
                 max_time_s=None if measure.iterations else measure.max_time_s,
                 target_rel_ci=None if measure.iterations else measure.target_rel_ci, profile=bool(measure.profile),
-                numerics_check=measure.numerics_check, timeout_s=measure.timeout_s,
+                profile_export_type=measure.profile_export_type, numerics_check=measure.numerics_check,
+                timeout_s=measure.timeout_s,
                 env={**pb.env, **combo.env}, expected_plan={n: d.state for n, d in plan.decisions.items()})
             seen[key] = PlannedRun(spec, plan, combo.label)
             runs.append(seen[key])

@@ -1,7 +1,9 @@
 """Ascend profiler folders (torch_npu `*_ascend_pt`) -> events and the profiler's own summaries.
 
 Accepted paths: a `*_ascend_pt` folder, its `ASCEND_PROFILER_OUTPUT` folder (or any folder holding
-kernel_details.csv / step_trace_time.csv / trace_view.json), or a parent holding one such folder per rank.
+kernel_details.csv / step_trace_time.csv / trace_view.json, or the `export_type=db` file
+ascend_pytorch_profiler_{rank}.db), or a parent holding one such folder per rank. A rank with both exports is
+read from its text files unless the .db is preferred (`prefer="db"`, what a run that asked for it does).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfbench.errors import UserError
+from perfbench.profiling.ascend_db import DB_GLOB, read_ascend_db
 from perfbench.profiling.ascend_kernels import KernelDetails, kernel_events, read_kernel_details
 from perfbench.profiling.chrome import gc_paused, read_trace_json
 from perfbench.profiling.communication import read_communication, read_communication_matrix
@@ -76,7 +79,14 @@ class _RankFolder:
 
 
 def _has_outputs(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in OUTPUT_FILES)
+    return any((folder / name).is_file() for name in OUTPUT_FILES) or _db_file(folder) is not None
+
+
+def _db_file(folder: Path, rank: int | None = None) -> Path | None:
+    """The folder's ascend_pytorch_profiler .db (the one named for `rank` when it holds several), or None."""
+    found = sorted(p for p in folder.glob(DB_GLOB) if p.is_file())
+    named = [p for p in found if rank is not None and p.stem.endswith(f"_{rank}")]
+    return (named or found or [None])[0]
 
 
 def _rank_of(root: Path) -> int | None:
@@ -112,7 +122,8 @@ def find_rank_folders(path: Path) -> list[_RankFolder]:
     else:
         found = [f for f in (_single(c) for c in sorted(path.iterdir()) if c.is_dir()) if f is not None]
     if not found:
-        raise UserError(f"{path}: no Ascend profiler output ({OUTPUT_FOLDER}/ or {', '.join(OUTPUT_FILES)})")
+        raise UserError(f"{path}: no Ascend profiler output ({OUTPUT_FOLDER}/, {', '.join(OUTPUT_FILES)} or "
+                        f"{DB_GLOB})")
     used: set[int] = set()
     for folder in found:
         rank = _rank_of(folder.root)
@@ -172,9 +183,24 @@ def _read_view(path: Path, tag: str, notes: list[str]) -> TraceView:
     return view
 
 
-def parse_ascend_dir(path: Path | str) -> AscendProfile:
+def _read_db(path: Path, tag: str, notes: list[str]) -> tuple[KernelDetails, TraceView, str]:
+    """The .db's kernel table and host view, as kernel_details.csv and trace_view.json would give them, and the
+    level its contents suggest."""
+    data = read_ascend_db(path)
+    notes += [f"{tag}: {note.replace(' event', ' row', 1)}" for note in data.details.skipped.notes(path)]
+    if not data.has_host:
+        notes.append(f"{tag}: {path.name} has no PYTORCH_API table: kernels have no phase/layer/module context")
+    elif data.view.tasks and data.view.attributed < len(data.view.tasks):
+        notes.append(f"{tag}: {len(data.view.tasks) - data.view.attributed} of {len(data.view.tasks)} device "
+                     f"tasks in {path.name} have no CONNECTION_IDS link to a host op")
+    return data.details, data.view, data.level_hint
+
+
+def parse_ascend_dir(path: Path | str, prefer: str | None = None) -> AscendProfile:
     """Parse an Ascend profiler folder (one rank or a parent of several rank folders) into an AscendProfile.
 
+    `prefer="db"`: a rank folder holding the .db export is read from it even when text files are there too
+    (a note says when a rank has none); otherwise text files first, the .db where they are missing.
     Events have start_us relative to the first kernel or host op over all ranks, durations in µs.
     """
     path = Path(path)
@@ -191,7 +217,18 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
             profile.notes.append(f"{tag}: {folder.root.name} names no rank (or repeats one); numbered by order")
         level = _profiler_level(folder.root)
         has_kernels, has_trace = (out / "kernel_details.csv").is_file(), (out / "trace_view.json").is_file()
-        if not has_kernels and not has_trace:
+        db = _db_file(out, folder.rank)
+        if prefer == "db" and db is None:
+            profile.notes.append(f"{tag}: the .db export was asked for but {out} has no {DB_GLOB}; read the "
+                                 "text export")
+        from_db = db is not None and (prefer == "db" or (not has_kernels and not has_trace))
+        if from_db:
+            details, view, level_hint = _read_db(db, tag, profile.notes)
+            levels.append(level or level_hint)
+            parsed.append((folder, details, view.scope_by_start()))
+            host_views.append((folder, view))
+            kernels.append(details.table.assign(rank=folder.rank))
+        elif not has_kernels and not has_trace:
             profile.notes.append(f"{tag}: no kernel_details.csv or trace_view.json in {out}: no kernel events")
         elif not has_trace:
             profile.notes.append(f"{tag}: no trace_view.json: kernels have no phase/layer/module context")
@@ -205,6 +242,8 @@ def parse_ascend_dir(path: Path | str) -> AscendProfile:
             links.append(op_links)
         if (out / "communication_matrix.json").is_file():
             matrices.append(read_communication_matrix(out / "communication_matrix.json", folder.rank))
+        if from_db:
+            continue
         if not has_kernels:
             levels.append(level or "unknown")
             if has_trace:

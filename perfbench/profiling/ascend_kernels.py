@@ -34,6 +34,9 @@ REQUIRED_COLUMNS = ("Name", "Start Time(us)", "Duration(us)")
 EXPECTED_COLUMNS = ("Type", "Accelerator Core", "Step Id", "Stream ID")
 COMMUNICATION_CORES = frozenset({"COMMUNICATION", "HCCL"})
 NULL_TEXT = frozenset({"", "N/A", "NA"})
+# Kept as text even when every cell reads as a number (a 1-D shape "64", a stream id)
+TEXT_COLUMNS = frozenset({"Name", "Type", "Accelerator Core", "Start Time(us)", "Stream ID", "Input Shapes",
+                          "Output Shapes"})
 
 
 @dataclass
@@ -75,7 +78,7 @@ def read_kernel_details(path: Path) -> KernelDetails:
     table = pd.DataFrame(index=raw.index)
     for col in raw.columns:
         values = _clean_text(raw[col])
-        if col not in ("Name", "Type", "Accelerator Core", "Start Time(us)", "Stream ID"):
+        if col not in TEXT_COLUMNS:
             numeric = pd.to_numeric(values, errors="coerce")
             if numeric.notna().sum() == values.notna().sum():
                 values = numeric
@@ -116,6 +119,7 @@ def kernel_events(details: KernelDetails, rank: int, origin_ns: int,
         origin_ns: start_us is measured from this epoch ns (the first kernel start across ranks).
         scopes: device start ns -> annotation context from trace_view.json (`TraceView.scope_by_start`).
 
+    input_shapes: `Input Shapes` (Level1+ or record_shapes), quotes removed by `read_kernel_details`.
     Category: communication when `Accelerator Core` is COMMUNICATION/HCCL or the name is hcom_*; otherwise
     `categorize(Name, Type, module)` (Type null at Level0: the name decides). Step: the annotation's step if
     any, else `Step Id`.
@@ -145,6 +149,7 @@ def kernel_events(details: KernelDetails, rank: int, origin_ns: int,
         "dur_us": table["Duration(us)"].to_numpy(dtype=float),
         "stream": [s or "" for s in streams],
         "rank": [rank] * n,
+        "input_shapes": _texts(table, "Input Shapes"),
     })
 
 

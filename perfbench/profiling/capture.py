@@ -6,8 +6,9 @@
 
 CPU/CUDA write one Kineto chrome trace, `out_dir/trace.json`. NPU writes a `*_ascend_pt` folder into out_dir
 through `tensorboard_trace_handler` with the settings of npu_ops.md section 3: activities CPU+NPU, Level1
-(kernel types, AI Core pipe metrics, communication files), aic_metrics PipeUtilization, record_shapes off.
-torch_npu is imported only when capturing on NPU.
+(kernel types, AI Core pipe metrics, communication files), aic_metrics PipeUtilization, record_shapes off,
+and the export the scenario asked for (`export_type` text, or db: ascend_pytorch_profiler_{rank}.db,
+profiler_formats.md 6). torch_npu is imported only when capturing on NPU.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = ["CHROME_TRACE_NAME", "TraceCapture", "capture_trace", "parse_trace_pa
 
 CHROME_TRACE_NAME = "trace.json"
 DEVICES = ("cpu", "cuda", "npu")
+EXPORT_TYPES = ("text", "db")  # torch_npu.profiler.ExportType values
 
 
 @dataclass
@@ -47,18 +49,21 @@ def _device_kind(device: str) -> str:
 
 
 @contextmanager
-def capture_trace(device: str, out_dir: Path) -> Iterator[TraceCapture]:
+def capture_trace(device: str, out_dir: Path, export_type: str = "text") -> Iterator[TraceCapture]:
     """Profile the body of the `with` block and write its trace into `out_dir` (created) on a normal exit.
 
+    `export_type` ("text" or "db") is what the NPU profiler writes; CPU/CUDA always write a chrome trace.
     If the body raises, the profiler is stopped and nothing is exported.
     """
     kind = _device_kind(device)
+    if export_type not in EXPORT_TYPES:
+        raise UserError(f"`export_type` must be one of {', '.join(EXPORT_TYPES)}, got {export_type!r}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     capture = TraceCapture(device=device, out_dir=out_dir)
     if kind == "npu":
         before = set(out_dir.glob("*_ascend_pt"))
-        with _npu_profile(out_dir):
+        with _npu_profile(out_dir, export_type):
             yield capture
         capture.paths = sorted(set(out_dir.glob("*_ascend_pt")) - before)
         return
@@ -72,13 +77,14 @@ def capture_trace(device: str, out_dir: Path) -> Iterator[TraceCapture]:
     capture.paths = [path]
 
 
-def _npu_profile(out_dir: Path):  # noqa: ANN202 - a torch_npu profile object
+def _npu_profile(out_dir: Path, export_type: str):  # noqa: ANN202 - a torch_npu profile object
     import torch_npu  # only importable on an Ascend machine
 
     npu_profiler = torch_npu.profiler
     config = npu_profiler._ExperimentalConfig(
         profiler_level=npu_profiler.ProfilerLevel.Level1,
         aic_metrics=npu_profiler.AiCMetrics.PipeUtilization,
+        export_type=npu_profiler.ExportType.Db if export_type == "db" else npu_profiler.ExportType.Text,
     )
     return npu_profiler.profile(
         activities=[npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU],

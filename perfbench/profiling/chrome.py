@@ -39,6 +39,7 @@ from perfbench.profiling.scopes import (
     step_windows,
     sweep,
 )
+from perfbench.profiling.shapes import input_dims_text
 from perfbench.profiling.trace_view import trace_view_events
 
 # NOTE: orjson parses ~25% faster than the stdlib here; it is optional and gives the same result.
@@ -172,6 +173,7 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
     h_name: list[str] = []
     h_ext: list[Any] = []
     h_corr: list[Any] = []
+    h_dims: list[Any] = []  # `Input Dims` (record_shapes), None without
     d_ts: list[Any] = []
     d_dur: list[Any] = []
     d_name: list[str] = []
@@ -218,6 +220,7 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
             h_name.append(name)
             h_ext.append(args.get("External id"))
             h_corr.append(args.get("correlation") if cat in launch_categories else None)
+            h_dims.append(args.get("Input Dims"))
         elif cat in device_categories:
             args = event.get("args") or {}
             d_ts.append(event["ts"])
@@ -247,6 +250,7 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
     d_scopes = [
         by_correlation.get(corr) or by_external.get(ext) or EMPTY_SCOPE for corr, ext in zip(d_corr, d_ext)
     ]
+    host_shapes, device_shapes = _input_shapes(h_dims, h_ext, h_corr, d_ext, d_corr)
 
     # Work launched from a thread without a `ProfilerStep#N` range (autograd backward) takes the step whose
     # window holds it.
@@ -275,4 +279,20 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
         "dur_us": durs / 1000.0,
         "stream": [str(h_tid[i]) for i in op_idx.tolist()] + d_stream,
         "rank": [rank] * len(names),
+        "input_shapes": [host_shapes[i] for i in op_idx.tolist()] + device_shapes,
     })
+
+
+def _input_shapes(h_dims: list[Any], h_ext: list[Any], h_corr: list[Any], d_ext: list[Any],
+                  d_corr: list[Any]) -> tuple[list[str | None], list[str | None]]:
+    """Shape text of every host event (its own `Input Dims`) and of every device event: the dims of the op
+    that launched it, by its External id, else by the External id of the runtime call its correlation names.
+    All None for a trace recorded without record_shapes."""
+    if not any(d is not None for d in h_dims):
+        return [None] * len(h_dims), [None] * len(d_ext)
+    host = [input_dims_text(d) for d in h_dims]
+    by_external = {ext: shape for ext, shape in zip(h_ext, host) if ext is not None and shape is not None}
+    external_of_launch = {corr: ext for corr, ext in zip(h_corr, h_ext) if corr is not None}
+    device = [by_external.get(ext if ext is not None else external_of_launch.get(corr))
+              for ext, corr in zip(d_ext, d_corr)]
+    return host, device

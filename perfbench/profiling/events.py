@@ -16,6 +16,15 @@ One row per op execution:
               op's duration minus its direct child ops, so nested aten ops are never counted twice.
   stream      device stream id, or the host thread id (str)
   rank        distributed rank the trace came from (int)
+
+One optional column (`OPTIONAL_COLUMNS`): every parser writes it, `check_events` does not require it, so a
+table built by hand without it is still an events table (read it with `df.get(...)`):
+
+  input_shapes  the op's input shapes as the trace recorded them, dims joined by "," and inputs by ";"
+                (`"1,4096;4096,1024"`; a non-tensor input is an empty entry); null when the trace has none.
+                Ascend device rows: `Input Shapes` (kernel_details.csv, or COMPUTE_TASK_INFO of the .db);
+                chrome traces recorded with record_shapes: `Input Dims` of the cpu_op, and of the op that
+                launched a kernel for its device row. Ascend host rows carry none (profiler_formats.md 6).
 """
 
 from __future__ import annotations
@@ -41,15 +50,19 @@ DTYPES = {
     "stream": "object", "rank": "int64",
 }
 SIDES = ("device", "host")
+OPTIONAL_COLUMNS = ("input_shapes",)
+OPTIONAL_DTYPES = {"input_shapes": "object"}
+ALL_COLUMNS = (*COLUMNS, *OPTIONAL_COLUMNS)
 
 
 def empty_events() -> pd.DataFrame:
-    """An events table with no rows and the canonical dtypes."""
-    return pd.DataFrame({col: pd.Series(dtype=DTYPES[col]) for col in COLUMNS})
+    """An events table with no rows and the canonical dtypes (optional columns included)."""
+    return pd.DataFrame({col: pd.Series(dtype={**DTYPES, **OPTIONAL_DTYPES}[col]) for col in ALL_COLUMNS})
 
 
 def events_from_columns(columns: dict[str, Sequence]) -> pd.DataFrame:
-    """Build an events table from equally long column sequences (None = null); missing columns become null.
+    """Build an events table from equally long column sequences (None = null); missing columns become null,
+    the optional ones included.
 
     `layer` and `step` accept ints or None; `start_us`/`dur_us` floats; `rank` ints (default 0).
     """
@@ -68,7 +81,10 @@ def events_from_columns(columns: dict[str, Sequence]) -> pd.DataFrame:
             data[col] = pd.Series(values if isinstance(values, np.ndarray) else list(values), dtype="object")
         else:
             data[col] = np.asarray(values, dtype=DTYPES[col])
-    return pd.DataFrame(data, columns=list(COLUMNS)).reset_index(drop=True)
+    for col in OPTIONAL_COLUMNS:
+        values = columns.get(col)
+        data[col] = pd.Series([None] * n if values is None else list(values), dtype="object")
+    return pd.DataFrame(data, columns=list(ALL_COLUMNS)).reset_index(drop=True)
 
 
 def check_events(df: pd.DataFrame) -> None:
@@ -82,12 +98,16 @@ def check_events(df: pd.DataFrame) -> None:
 
 
 def concat_events(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate events tables, keeping the canonical dtypes (an empty list gives an empty table)."""
+    """Concatenate events tables, keeping the canonical dtypes and the optional columns (null in a frame that
+    lacks one); an empty list gives an empty table."""
     frames = [f for f in frames if len(f)]
     if not frames:
         return empty_events()
     out = pd.concat(frames, ignore_index=True)
-    return out.astype({c: DTYPES[c] for c in COLUMNS})[list(COLUMNS)]
+    for col in OPTIONAL_COLUMNS:
+        if col not in out:
+            out[col] = None
+    return out.astype({**{c: DTYPES[c] for c in COLUMNS}, **OPTIONAL_DTYPES})[list(ALL_COLUMNS)]
 
 
 def primary_side(df: pd.DataFrame) -> str:

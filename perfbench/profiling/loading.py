@@ -10,13 +10,14 @@ import pandas as pd
 
 from perfbench.errors import UserError
 from perfbench.profiling.ascend import find_rank_folders, parse_ascend_dir
+from perfbench.profiling.ascend_db import DB_GLOB
 from perfbench.profiling.ascend_kernels import op_time_by_shape
 from perfbench.profiling.chrome import NotATrace, parse_chrome_trace
 from perfbench.profiling.communication import link_bandwidth
 from perfbench.profiling.events import SkippedEvents, concat_events
 
 NOT_A_TRACE = ("expected a torch profiler trace (.json / .json.gz), a torch_npu trace_view.json, a "
-               "kernel_details.csv or an Ascend profiler folder (*_ascend_pt)")
+               "kernel_details.csv, an ascend_pytorch_profiler_*.db or an Ascend profiler folder (*_ascend_pt)")
 
 
 @dataclass
@@ -46,8 +47,8 @@ def _is_chrome_file(path: Path) -> bool:
     return path.name.endswith((".json", ".json.gz"))
 
 
-def _load_ascend(path: Path) -> LoadedTrace:
-    profile = parse_ascend_dir(path)
+def _load_ascend(path: Path, prefer: str | None = None) -> LoadedTrace:
+    profile = parse_ascend_dir(path, prefer)
     extra = {"ascend_step_trace_time": profile.step_trace, "ascend_op_statistic": profile.op_statistic,
              "ascend_communication": profile.communication,
              "ascend_communication_links": profile.communication_links,
@@ -90,13 +91,14 @@ def _load_chrome_folder(path: Path) -> LoadedTrace | None:
     return LoadedTrace(path, "chrome", concat_events(frames), notes=notes)
 
 
-def load_trace(path: Path | str) -> LoadedTrace:
+def load_trace(path: Path | str, prefer: str | None = None) -> LoadedTrace:
     """Parse `path`, whatever kind of trace it is; UserError (one line) for anything that is not a trace.
 
     A .json/.json.gz file is a chrome trace (Kineto, or torch_npu trace_view.json); a kernel_details.csv is
-    read with its folder; a folder is an Ascend profiler folder (one rank or several) or else a folder of
-    chrome trace files (one per rank, e.g. tensorboard_trace_handler output), or a multi-rank run's trace
-    folder with one `rank<N>/` folder per rank.
+    read with its folder, and so is an ascend_pytorch_profiler_*.db (the .db export, read from itself); a
+    folder is an Ascend profiler folder (one rank or several) or else a folder of chrome trace files (one per
+    rank, e.g. tensorboard_trace_handler output), or a multi-rank run's trace folder with one `rank<N>/`
+    folder per rank. `prefer="db"`: Ascend ranks that hold both exports are read from the .db.
     """
     path = Path(path)
     if not path.exists():
@@ -106,6 +108,8 @@ def load_trace(path: Path | str) -> LoadedTrace:
             return _load_chrome_file(path)
         if path.name == "kernel_details.csv":
             return _load_ascend(path.parent)
+        if path.match(DB_GLOB):
+            return _load_ascend(path.parent, "db")
         raise UserError(f"{path}: not a trace; {NOT_A_TRACE}")
     try:
         find_rank_folders(path)
@@ -116,28 +120,28 @@ def load_trace(path: Path | str) -> LoadedTrace:
             # the NPU emulator's output: a *_ascend_pt folder holding its host chrome trace, no Ascend tables
             loaded = _load_chrome_folder(emulated[0])
         if loaded is None and any(_RANK_FOLDER.match(p.name) for p in path.iterdir() if p.is_dir()):
-            events = rank_folder_events(path)  # a multi-rank run's trace/ folder: rank0/, rank1/, ...
+            events = rank_folder_events(path, prefer)  # a multi-rank run's trace/ folder: rank0/, rank1/, ...
             loaded = LoadedTrace(path, "chrome", events, ranks=sorted(int(r) for r in events["rank"].unique()))
         if loaded is None:
             raise UserError(f"{path}: no trace in this folder; {NOT_A_TRACE}") from None
         return loaded
-    return _load_ascend(path)
+    return _load_ascend(path, prefer)
 
 
 _RANK_FOLDER = re.compile(r"^rank(\d+)$")
 
 
-def rank_folder_events(root: Path | str) -> pd.DataFrame:
+def rank_folder_events(root: Path | str, prefer: str | None = None) -> pd.DataFrame:
     """The events of every `rank<N>/` trace folder under `root` (one per rank, as a multi-rank run keeps them),
     each with rank N; an empty table when there is none."""
     frames = []
     for folder in sorted(Path(root).iterdir()):
         match = _RANK_FOLDER.match(folder.name)
         if match and folder.is_dir():
-            frames.append(load_trace(folder).events.assign(rank=int(match.group(1))))
+            frames.append(load_trace(folder, prefer).events.assign(rank=int(match.group(1))))
     return concat_events(frames)
 
 
-def parse_trace_path(path: Path | str) -> pd.DataFrame:
-    """The events table of any trace `load_trace` accepts."""
-    return load_trace(path).events
+def parse_trace_path(path: Path | str, prefer: str | None = None) -> pd.DataFrame:
+    """The events table of any trace `load_trace` accepts (`prefer`: see there)."""
+    return load_trace(path, prefer).events

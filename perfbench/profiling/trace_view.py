@@ -159,6 +159,24 @@ def read_trace_view(trace_events: list[dict[str, Any]], skipped: SkippedEvents |
                           communication)
         tasks.append((task, (pid, tid, start)))
 
+    issued = []
+    for task, where in tasks:
+        flow_id = flow_end.get(where)
+        issued.append((task, flow_start.get(flow_id) if flow_id is not None else None))
+    return assemble_view(h_thread, h_key, h_dur, h_kind, h_name, issued)
+
+
+def assemble_view(h_thread: list[int], h_key: list[tuple[Any, Any, int]], h_dur: list[int], h_kind: list[int],
+                  h_name: list[str], tasks: list[tuple[DeviceTask, tuple[Any, Any, int] | None]]) -> TraceView:
+    """A TraceView from host ranges and device tasks, whichever file they came from (trace_view.json, or the
+    .db export: ascend_db.py).
+
+    Args:
+        h_thread: int thread key per host event (events on different threads never nest).
+        h_key: (pid, tid, start ns) per host event: what a task's issuing op is found by.
+        h_dur: inclusive duration ns per host event. h_kind: SCOPE / OP per event (scopes.py). h_name: names.
+        tasks: each device task with the key of the host op that issued it, or None (no link).
+    """
     start_arr = np.asarray([k[2] for k in h_key], dtype=np.int64)
     dur_arr = np.asarray(h_dur, dtype=np.int64)
     kind_arr = np.asarray(h_kind, dtype=np.int64)
@@ -174,9 +192,7 @@ def read_trace_view(trace_events: list[dict[str, Any]], skipped: SkippedEvents |
                            [n for n, k in zip(h_name, h_kind) if k == SCOPE])
     view = TraceView()
     task_scopes: list[Scope] = []
-    for task, where in tasks:
-        flow_id = flow_end.get(where)
-        issued_at = flow_start.get(flow_id) if flow_id is not None else None
+    for task, issued_at in tasks:
         scope = scope_at.get(issued_at) if issued_at is not None else None
         view.attributed += scope is not None
         task_scopes.append(scope or EMPTY_SCOPE)

@@ -1,6 +1,7 @@
 """`perfbench compare A B`: the page and terminal table of each run of B against its match in A.
 
-Matching and the per-metric changes with their significance come from `perfbench.analysis.compare`.
+Matching and the per-metric changes with their significance come from `perfbench.analysis.compare`; the page's
+op-level diff of the pairs with traces from `op_diff.py`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_runs
 from perfbench.analysis.stability import host_speed_differs
 from perfbench.errors import UserError
+from perfbench.report.op_diff import op_diff_section
 from perfbench.report.page import Section, Text, write_page
 from perfbench.report.table import Column, Table, format_number
 from perfbench.results import ResultFolder, RunResult, atomic_write_text, load_folder
@@ -159,8 +161,9 @@ def compare_folders(a: Path, b: Path, out: Path, bands: dict[str, float] | None 
         unmatched.blocks.append(Table("compare_unmatched", unmatched_columns, one_side))
     else:
         unmatched.blocks.append(Text("Every run has a match.", note=True))
+    op_diffs = op_diff_section(folder_a, folder_b, matches)  # None when no pair kept traces
     write_page(out / "compare.html", out, "perfbench compare", f"{a.name} -> {b.name}",
-               [overview, per_run, unmatched], owned_csvs="compare*.csv")
+               [overview, per_run, unmatched, *([op_diffs] if op_diffs else [])], owned_csvs="compare*.csv")
     if not rows:  # compare.csv always exists, even when nothing matched
         atomic_write_text(out / "compare.csv", Table("compare", columns).csv_text())
     terminal = _terminal(a, b, rows, only_a, only_b)

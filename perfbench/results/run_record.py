@@ -89,6 +89,8 @@ class RunSpec(BaseModel):
     timing: Literal["blocks", "separate", "ab"] = "separate"
     block_group: str = ""
     profile: bool = True
+    # the NPU profiler's export: "text", or "db" (its ascend_pytorch_profiler_{rank}.db is then what is read)
+    profile_export_type: Literal["text", "db"] = "text"
     numerics_check: bool = True
     timeout_s: float = 600.0
     env: dict[str, str] = Field(default_factory=dict)

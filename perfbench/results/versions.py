@@ -13,8 +13,8 @@ SCHEMA_VERSION = 6
 #   4  expert_load: per-expert MoE routing counts (perfbench/analysis/expert_load.py); {} in older records
 #   5  blocks (interleaved block indices, perfbench/run/blocks.py), spec.timing and spec.block_group; older
 #      records were timed on their own: {}, "separate", ""
-#   6  failure: the failure kind and its one-line reason (records.py FailureKind); {} (not recorded) in older
-#      records
+#   6  failure: the failure kind and its one-line reason (records.py FailureKind), {} (not recorded) in older
+#      records; spec.profile_export_type, "text" in older records
 # `migrate` brings an older record up to SCHEMA_VERSION; a newer one is refused.
 
 
@@ -29,7 +29,7 @@ def migrate(raw: dict[str, Any], where: str = "result") -> dict[str, Any]:
         raise ValueError(f"{where}: schema_version {version} is newer than this perfbench reads "
                          f"({SCHEMA_VERSION}); upgrade perfbench to read it")
     # 1 -> 2, 3 -> 4, 4 -> 5, 5 -> 6: only added fields (schema_version, spec.expected_plan; expert_load;
-    # blocks, spec.timing, spec.block_group; failure), whose defaults say "not recorded" or "timed on its own".
+    # blocks, spec.timing, spec.block_group; failure, spec.profile_export_type), whose defaults say "not recorded" or "timed on its own".
     if version < 3:
         raw = {**raw, "samples": _per_iteration_tpot(raw)}
     return {**raw, "schema_version": SCHEMA_VERSION}

@@ -41,7 +41,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     layer_scopes = not model.plan.on("graph_mode")
     try:
         # the plan's device: an emulated npu keeps tensors on the CPU but profiles through torch_npu.profiler
-        with capture_trace(model.plan.device, trace_dir) as capture:
+        with capture_trace(model.plan.device, trace_dir, spec.profile_export_type) as capture:
             with model.scopes.enable(layers=layer_scopes):
                 run_iteration(model, ids, seq_lens, cache, workload.output_len)
         multi_rank = torch.distributed.is_available() and torch.distributed.is_initialized()
@@ -49,7 +49,9 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             wait_for_every_rank(model.device)  # every rank's trace is written before rank 0 reads them all
         if not is_result_writer():
             return {"dir": str(trace_dir.relative_to(run_dir))}
-        events = parse_trace_path(capture.paths[0])
+        # the export the run asked for: its .db when it asked for db
+        prefer = "db" if spec.profile_export_type == "db" else None
+        events = parse_trace_path(capture.paths[0], prefer)
         tables = write_tables(events, run_dir / "tables")
         roofline_error = None
         try:
@@ -69,7 +71,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         record["plan_check"] = [c.to_dict() for c in checks]
         record["plan_mismatches"] = mismatches(checks)
         if multi_rank:
-            steps = per_rank_steps(rank_folder_events(run_dir / "trace"))
+            steps = per_rank_steps(rank_folder_events(run_dir / "trace", prefer))
             tables.append(run_dir / "tables" / "per_rank_steps.csv")
             steps.to_csv(tables[-1], index=False, float_format="%.3f")
             record["cluster"] = cluster_record(steps)

@@ -160,3 +160,18 @@ def test_cache_compile_needs_a_module_method(platform: str) -> None:
 
     with pytest.raises(ValueError, match="method of a torch.nn.Module"):
         torchair.inference.cache_compile(lambda x: x, dynamic=False)
+
+
+def test_emulated_profiler_takes_export_type_db_and_says_there_is_no_db(emulate, tmp_path) -> None:  # noqa: ANN001
+    from perfbench.profiling.capture import capture_trace, parse_trace_path
+
+    emulate("910b")
+    with capture_trace("npu", tmp_path, "db") as capture:
+        torch.softmax(torch.randn(4, 4), dim=-1)
+
+    folder = capture.paths[0]
+    note = (folder / "EMULATED.txt").read_text()
+    assert "emulated npu (910b)" in note and "no ascend_pytorch_profiler .db is written" in note
+    assert '"export_type": "db"' in note and not list(folder.rglob("*.db"))
+    events = parse_trace_path(folder.parent, prefer="db")  # the host trace, as with the text export
+    assert "aten::softmax" in set(events["name"]) and set(events["side"]) == {"host"}

@@ -1,6 +1,6 @@
-"""The analysis commands (`gate`, `report`, `compare`, `trace`) run where torch cannot be imported: a result folder
-can be analysed on a machine without torch. Checked by importing every module of the offline stages with torch
-blocked, and by one call of each command on real folders and traces."""
+"""The analysis commands (`gate`, `report`, `compare`, `trace`, `diff`) run where torch cannot be imported: a
+result folder can be analysed on a machine without torch. Checked by importing every module of the offline stages
+with torch blocked, and by one call of each command on real folders and traces."""
 
 from __future__ import annotations
 
@@ -75,3 +75,7 @@ def test_each_analysis_command_runs_without_torch(no_torch_env: dict[str, str], 
     trace = _perfbench(no_torch_env, "trace", str(REPO / "tests/fixtures/cpu_traces/eager_all_on.json.gz"),
                        "--out", str(tmp_path / "tables"))
     assert trace.returncode == 0 and (tmp_path / "tables" / "per_op.csv").is_file(), trace.stderr[-2000:]
+    db = REPO / "tests/fixtures/npu_profiler/msinsight_pytorch_db_level1"
+    diff = _perfbench(no_torch_env, "diff", str(REPO / "tests/fixtures/npu_profiler/msinsight_pytorch_text_level1"),
+                      str(db), "--out", str(tmp_path / "diff"))
+    assert diff.returncode == 0 and (tmp_path / "diff" / "diff.csv").is_file(), diff.stderr[-2000:]

@@ -2,7 +2,8 @@
 
 What comes out is a folder named like torch_npu's (`<worker>_<timestamp>_ascend_pt`) that holds the host-side
 Kineto chrome trace and an EMULATED.txt saying what it is: CPU timings of the emulated ops, no device kernels,
-no AI Core metrics (the Level / aic_metrics settings are accepted and recorded, not applied).
+no AI Core metrics (the Level / aic_metrics / export_type settings are accepted and recorded, not applied: with
+export_type db there is no ascend_pytorch_profiler .db either, the host trace is read as with text).
 """
 
 from __future__ import annotations
@@ -73,10 +74,14 @@ def tensorboard_trace_handler(dir_name: str | None = None, worker_name: str | No
         folder = out / f"{worker}_{time.strftime('%Y%m%d%H%M%S')}{int(time.time() * 1000) % 1000:03d}_ascend_pt"
         folder.mkdir(parents=True, exist_ok=True)
         prof.export_host_trace(folder / TRACE_NAME)
+        export = prof.settings.get("export_type", ExportType.Text)
+        db = ExportType.Db in (export if isinstance(export, list) else [export])
         (folder / EMULATED_NOTE).write_text(
             f"{require_active().label}: host-side torch.profiler trace of the emulated ops (CPU timings). "
             "No device kernels, AI Core metrics or communication files: those need Ascend hardware.\n"
-            f"requested settings: {json.dumps(prof.settings, default=str)}\n")
+            + ("export_type db: no ascend_pytorch_profiler .db is written (it holds device tasks); the host "
+               "trace stands for both exports.\n" if db else "")
+            + f"requested settings: {json.dumps(prof.settings, default=str)}\n")
     return handle
 
 

@@ -260,6 +260,11 @@ EXACT_MESSAGES = {
     "whole-section": ("perfbench: {cluster: {nnodes: 2, node_rank: 2}}\n",
                       "perfbench.cluster.node_rank: must be below nnodes (2), got 2"),
     "not-a-mapping": ("perfbench: {measure: 3}\n", "perfbench.measure: must be a mapping, got 3"),
+    "export-type": ("perfbench: {measure: {profile_export_type: sqlite}}\n",
+                    "perfbench.measure.profile_export_type: must be one of text, db, got 'sqlite'"),
+    "db-on-cpu": ("perfbench: {device: cpu, measure: {profile_export_type: db}}\n",
+                  "perfbench.measure.profile_export_type: db is the torch_npu profiler's export: only device npu "
+                  "(or auto on an NPU machine) writes it, got device cpu"),
 }
 
 

@@ -13,6 +13,7 @@ from model.backend import Capabilities
 from model.toggles import TOGGLE_NAMES
 from perfbench.config.scenario import build_scenario
 from perfbench.config.sweep import combinations, expand, plan_sweep
+from perfbench.errors import UserError
 
 CPU = Capabilities(device="cpu", device_name="test cpu")
 ALL_OFF = dict.fromkeys(TOGGLE_NAMES, False)
@@ -152,3 +153,16 @@ def test_absent_device_dry_run_shows_inactive_reasons_without_merging():
     assert plan.runs[1].plan.decisions["chunk_gdr"].reason == "torch_npu not available"
     assert all(r.spec.dtype == "bfloat16" and r.spec.device == "npu" for r in plan.runs)
     assert "torch_npu not available" in plan.describe()
+
+
+def test_profile_export_type_reaches_the_run_spec_and_db_needs_an_npu():
+    npu = Capabilities(device="npu", device_name="(not present here)")
+    specs = plan_sweep(scenario({"design": "none"}, device="npu", measure={"profile_export_type": "db"}), npu,
+                       device_present=False).specs()
+    assert [s.profile_export_type for s in specs] == ["db"]
+    assert plan_sweep(scenario({"design": "none"}), CPU).specs()[0].profile_export_type == "text"
+
+    auto_on_cpu = scenario({"design": "none"}, device="auto", measure={"profile_export_type": "db"})
+    with pytest.raises(UserError, match=r"profile_export_type: db is the torch_npu profiler's export and the "
+                                        r"runs go to cpu here \(device auto\)"):
+        plan_sweep(auto_on_cpu, CPU)

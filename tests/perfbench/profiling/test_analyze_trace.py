@@ -13,7 +13,7 @@ from perfbench.analysis.expert_load import load_record
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.profiling import analyze_trace, default_tables_dir, load_trace
-from perfbench.profiling.events import COLUMNS
+from perfbench.profiling.events import ALL_COLUMNS
 
 from .conftest import FIXTURES, NPU_FIXTURES, TORCH_FIXTURES, require
 from .synthetic import V3, write_kernel_details
@@ -26,7 +26,7 @@ def _fixture_paths() -> list:
     """Every trace-shaped thing under the fixtures: chrome/trace_view files, Ascend output folders, their run
     folders, and the multi-rank run folders."""
     paths = set(TORCH_FIXTURES.rglob("*.json")) | set(NPU_FIXTURES.rglob("trace_view.json"))
-    for name in ("kernel_details.csv", "trace_view.json", "step_trace_time.csv"):
+    for name in ("kernel_details.csv", "trace_view.json", "step_trace_time.csv", "ascend_pytorch_profiler_*.db"):
         for file in NPU_FIXTURES.rglob(name):
             paths.add(file.parent)
             if file.parent.name == "ASCEND_PROFILER_OUTPUT":
@@ -39,7 +39,7 @@ def _fixture_paths() -> list:
 def test_every_fixture_parses(path):
     loaded = load_trace(path)
 
-    assert list(loaded.events.columns) == list(COLUMNS)
+    assert list(loaded.events.columns) == list(ALL_COLUMNS)
     assert len(loaded.events) > 0 or not loaded.extra_tables["ascend_step_trace_time"].empty
     assert set(loaded.events["side"]) <= {"host", "device"}
     assert (loaded.events["dur_us"] >= 0).all()

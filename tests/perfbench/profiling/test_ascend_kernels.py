@@ -6,7 +6,7 @@ import pytest
 from perfbench.errors import UserError
 from perfbench.profiling.ascend import parse_ascend_dir
 from perfbench.profiling.ascend_kernels import kernel_events, op_time_by_shape, read_kernel_details
-from perfbench.profiling.events import COLUMNS
+from perfbench.profiling.events import ALL_COLUMNS
 from perfbench.profiling.scopes import Scope
 
 from .conftest import NPU_FIXTURES, require
@@ -20,7 +20,7 @@ def test_every_header_variant_gives_the_same_events(tmp_path, variant):
     details = read_kernel_details(write_kernel_details(tmp_path / "kernel_details.csv", VARIANTS[variant]))
     events = kernel_events(details, rank=0, origin_ns=FIRST_NS)
 
-    assert list(events.columns) == list(COLUMNS)
+    assert list(events.columns) == list(ALL_COLUMNS)
     assert events["name"].tolist() == [k["Name"] for k in KERNELS]
     assert events["category"].tolist() == ["matmul", "norm", "communication"]
     assert events["dur_us"].tolist() == [100.5, 10.25, 50.0]

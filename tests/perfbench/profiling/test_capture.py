@@ -36,6 +36,12 @@ def test_unknown_device_is_a_user_error(tmp_path):
             pass
 
 
+def test_unknown_export_type_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="`export_type` must be one of text, db, got 'json'"):
+        with capture_trace("cpu", tmp_path, "json"):
+            pass
+
+
 class _FakeNpuProfile:
     """Records how capture_trace configures torch_npu.profiler; on exit writes what the handler would."""
 
@@ -54,10 +60,12 @@ class _FakeNpuProfile:
         return False
 
 
-def test_npu_capture_uses_the_documented_settings(tmp_path, monkeypatch):
+@pytest.mark.parametrize("export_type", ["text", "db"])
+def test_npu_capture_uses_the_documented_settings(tmp_path, monkeypatch, export_type):
     profiler = types.SimpleNamespace(
         ProfilerLevel=types.SimpleNamespace(Level1="Level1"),
         AiCMetrics=types.SimpleNamespace(PipeUtilization="PipeUtilization"),
+        ExportType=types.SimpleNamespace(Text="ExportType.Text", Db="ExportType.Db"),
         ProfilerActivity=types.SimpleNamespace(CPU="CPU", NPU="NPU"),
         _ExperimentalConfig=lambda **kw: kw,
         tensorboard_trace_handler=lambda path: path,
@@ -66,11 +74,12 @@ def test_npu_capture_uses_the_documented_settings(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_npu", types.SimpleNamespace(profiler=profiler))
     (tmp_path / "old_ascend_pt").mkdir()  # an earlier capture is not reported again
 
-    with capture_trace("npu:0", tmp_path) as capture:
+    with capture_trace("npu:0", tmp_path, export_type) as capture:
         pass
 
     kwargs = _FakeNpuProfile.calls[-1]
     assert kwargs["activities"] == ["CPU", "NPU"] and kwargs["record_shapes"] is False
-    assert kwargs["experimental_config"] == {"profiler_level": "Level1", "aic_metrics": "PipeUtilization"}
+    assert kwargs["experimental_config"] == {"profiler_level": "Level1", "aic_metrics": "PipeUtilization",
+                                             "export_type": f"ExportType.{export_type.title()}"}
     assert kwargs["on_trace_ready"] == str(tmp_path)
     assert capture.paths == [tmp_path / "host_1_123_ascend_pt"]

@@ -11,7 +11,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from model.tracing import scope_name
 from perfbench.errors import UserError
 from perfbench.profiling.chrome import parse_chrome_trace
-from perfbench.profiling.events import COLUMNS, DTYPES
+from perfbench.profiling.events import ALL_COLUMNS, COLUMNS, DTYPES
 
 from .conftest import require
 
@@ -52,8 +52,9 @@ def _naive_self_us(trace_events: list[dict]) -> dict[tuple, float]:
 def test_real_cpu_trace_recovers_annotation_columns(cpu_trace):
     events = parse_chrome_trace(cpu_trace)
 
-    assert list(events.columns) == list(COLUMNS)
+    assert list(events.columns) == list(ALL_COLUMNS)
     assert {c: str(events[c].dtype) for c in COLUMNS} == DTYPES
+    assert events["input_shapes"].isna().all()  # recorded without record_shapes
     assert not events["name"].str.startswith("pb|").any()
     mm = events[events["name"] == "aten::mm"].iloc[0]
     assert (mm["phase"], mm["step"], mm["layer"], mm["layer_type"], mm["module"]) == (

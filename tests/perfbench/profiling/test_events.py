@@ -4,8 +4,10 @@ import pandas as pd
 import pytest
 
 from perfbench.profiling.events import (
+    ALL_COLUMNS,
     COLUMNS,
     DTYPES,
+    OPTIONAL_DTYPES,
     check_events,
     concat_events,
     empty_events,
@@ -17,8 +19,8 @@ from perfbench.profiling.events import (
 
 def test_empty_table_has_the_canonical_columns_and_dtypes():
     empty = empty_events()
-    assert list(empty.columns) == list(COLUMNS) and len(empty) == 0
-    assert {c: str(empty[c].dtype) for c in COLUMNS} == DTYPES
+    assert list(empty.columns) == list(ALL_COLUMNS) and len(empty) == 0
+    assert {c: str(empty[c].dtype) for c in ALL_COLUMNS} == {**DTYPES, **OPTIONAL_DTYPES}
 
 
 def test_events_from_columns_fills_missing_columns_with_nulls():
