@@ -239,14 +239,17 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
 
     by_external: dict[Any, Scope] = {}
     by_correlation: dict[Any, Scope] = {}
+    launched_at: dict[Any, int] = {}  # correlation -> start ns of the runtime call that launched the kernel
     for i, ext in enumerate(h_ext):
         if ext is not None:
             by_external[ext] = scopes[i]
         if h_corr[i] is not None:
             by_correlation[h_corr[i]] = scopes[i]
+            launched_at[h_corr[i]] = int(start_arr[i])
     d_scopes = [
         by_correlation.get(corr) or by_external.get(ext) or EMPTY_SCOPE for corr, ext in zip(d_corr, d_ext)
     ]
+    d_launch_ns = [launched_at.get(corr) for corr in d_corr]
 
     # Work launched from a thread without a `ProfilerStep#N` range (autograd backward) takes the step whose
     # window holds it.
@@ -275,4 +278,5 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
         "dur_us": durs / 1000.0,
         "stream": [str(h_tid[i]) for i in op_idx.tolist()] + d_stream,
         "rank": [rank] * len(names),
+        "launch_us": [None] * n_host + [None if ns is None else ns / 1000.0 for ns in d_launch_ns],
     })
