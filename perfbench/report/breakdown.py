@@ -79,10 +79,13 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
     """A stacked bar per run and a runs x labels table of total_us (µs in the profiled iteration)."""
     values: dict[tuple[str, str], float] = {}  # (run_id, label value) -> total_us
     sides: dict[str, str] = {}
-    skipped = []
+    skipped, notes = [], []
     for run_id, frames in tables.by_run.items():
         frame = frames.get(stem)
         if frame is None:
+            continue
+        if label not in frame.columns and "note" in frame.columns:  # a graph-mode trace: what the graph hides
+            notes += [f"{run_id}: {note}" for note in frame["note"].dropna().astype(str)]
             continue
         if label not in frame.columns or "total_us" not in frame.columns:
             skipped.append(run_id)
@@ -93,7 +96,7 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
         keys = frame[label].map(lambda v: NO_LABEL if _plain(v) is None else str(v))
         for key, total in frame["total_us"].groupby(keys).sum().items():
             values[(run_id, str(key))] = float(total)
-    blocks: list[Block] = []
+    blocks: list[Block] = [Text(note, note=True) for note in notes]
     if skipped:
         blocks.append(Text(f"{stem}.csv lacks a `{label}` or `total_us` column in runs {', '.join(skipped)}.",
                            note=True))
