@@ -29,7 +29,7 @@ SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 # thresholds (docs/advisor.md says why each is where it is)
 HOST_BOUND_FREE_PCT = 30.0  # device free share (host only: dispatch share) of the decode span
 MOE_IMBALANCE = 2.0  # max / mean assignments per expert in one layer
-MOE_MIN_MEAN = 16.0  # ... in a layer with at least this many assignments per expert on average
+MOE_MIN_MEAN = 32.0  # ... in a layer with at least this many assignments per expert on average
 SLOWEST_RANK_PCT = 10.0  # the slowest rank's steps this much longer than the median rank's
 SLOWEST_LINK_PCT = 20.0  # the slowest link's bandwidth this much below the median link's
 EXPOSED_COMMUNICATION_PCT = 10.0  # communication not overlapped with compute, share of the step span
@@ -284,30 +284,31 @@ def _slower(gains: Mapping[str, Speedup | None]) -> list[tuple[str, Speedup]]:
 
 
 def toggles_slower(results: list[RunResult]) -> list[Finding]:
-    """Toggles measured slower than their fallback: a plan of one toggle on the all-off baseline, or a toggle
-    added to another measured plan (`speedup.marginals`), with the verdict "slower"."""
+    """Toggles measured slower than their fallback: a plan of one toggle on the all-off baseline of its workload
+    shape, or a toggle added to another measured plan of the same shape (`speedup.marginals`), with the verdict
+    "slower"."""
     merged = [r for r in merge_rounds(results) if r.status == "ok"]
-    base = baseline_of(merged)
-    if base is None:
-        return []
+    shapes = {r.spec.combination_id: r.shape() for r in merged}
     out = []
-    if not base.ran_on():
-        gains = speedups(results)
-        for r in merged:
-            if len(r.ran_on()) != 1:
-                continue
+    for shape in dict.fromkeys(shapes.values()):
+        of_shape = [r for r in results if shapes.get(r.spec.combination_id) == shape]
+        base = baseline_of(merge_rounds(of_shape))
+        if base is None or base.ran_on():  # no all-off run of this shape: only the marginals below
+            continue
+        gains = speedups(of_shape)
+        for r in (m for m in merged if m.shape() == shape and len(m.ran_on()) == 1):
             (toggle,) = r.ran_on()
             for metric, gain in _slower(gains.get(r.spec.combination_id, {})):
                 out.append(Finding("toggle-slower",
                                    f"{toggle} measured slower than its fallback: {metric} speed-up {gain.text()} "
-                                   f"against {plan_label(base)} ({gain.basis}, {gain.n} pairs/samples)",
+                                   f"against {plan_label(base)} ({gain.basis}, n={gain.n}; {shape.label()})",
                                    f"report: Headline, plan '{plan_label(r)}'", 1.0 / gain.value))
     by_id = {r.spec.combination_id: r for r in merged}
     for m in marginals(results):
         for metric, gain in _slower(m.gains):
             out.append(Finding("toggle-slower",
                                f"{m.toggle} added to {plan_label(by_id[m.without])} measured slower: {metric} "
-                               f"speed-up {gain.text()} ({gain.basis})",
+                               f"speed-up {gain.text()} ({gain.basis}, n={gain.n}; {shapes[m.with_].label()})",
                                f"report: Headline, 'toggle added to a plan' +{plan_label(by_id[m.with_])}",
                                1.0 / gain.value))
     return out
