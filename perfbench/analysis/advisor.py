@@ -145,7 +145,7 @@ def host_bound_decode(facts: TraceFacts) -> list[Finding]:
         idle_part = _number(worst.get("no_op_us"))
         no_op = f", {_us(idle_part)} of it with no op running" if idle_part == idle_part else ""
         message = (f"{facts.label}decode is dispatch-bound on rank {rank}{ranks}: {share:.1f}% of the host's "
-                   f"decode span is outside compute ops ({span}{no_op}; no device kernels: CPU)")
+                   f"decode span is outside compute ops ({span}{no_op}; the trace has no device kernels)")
     where = f"{facts.tables_dir}idle.csv, decode rows"
     layers = decode[(decode["layer_type"].astype(str) != ALL_LAYERS) & (decode["rank"] == rank)]
     if len(layers):

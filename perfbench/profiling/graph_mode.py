@@ -38,10 +38,7 @@ CUDA_GRAPH_LAUNCH = r"^cudaGraphLaunch"
 DYNAMO_REGION = r"^Torch-Compiled Region"
 REPLAY_MARKERS = {"inductor": COMPILED_GRAPH, "cuda_graphs": CUDA_GRAPH_LAUNCH,
                   **dict.fromkeys(NPU_GRAPH_MODES, DYNAMO_REGION)}
-# the tables whose rows are per layer: a graph-mode trace writes the note instead (per_layer_type) or keeps only
-# the whole-phase / whole-step rows with the note (host_bound, idle)
-PER_LAYER_TABLES = ("per_layer_type", "host_bound", "idle")
-ALL_LAYERS = "(all)"
+ALL_LAYERS = "(all)"  # host_bound's and idle's whole-step / whole-phase rows
 WHOLE_STEP_SHARE = 0.5
 
 

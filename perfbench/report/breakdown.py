@@ -28,6 +28,9 @@ from perfbench.results import RunResult
 BREAKDOWNS = {"per_category": "category", "per_layer_type": "layer_type", "per_phase": "phase"}
 OPS_TABLE = "per_op"
 CAPTIONS = {  # trace tables with more to say than their file name
+    "idle": "idle.csv: per phase and layer, the share of the span with no kernel running (CPU: the dispatch "
+            "overhead outside compute ops), kernel-to-kernel gaps and host launch to device start "
+            "(docs/trace_analysis.md 2); host_bound at 30% free or more",
     "roofline": "roofline.csv: measured time per phase and op category next to the roofline of the same work "
                 "(max of compute and memory time at the device's peaks, plus collectives; docs/roofline.md); "
                 "pct_of_roofline = roofline / measured, the (all) row of a phase is its gap",

@@ -20,9 +20,8 @@ def findings_section(folder: Path, results: Sequence[RunResult]) -> Section:
     traced = [r for r in results if r.status == "ok" and r.spec.round <= 1]
     findings = folder_findings(list(results), read_trace_tables(folder, traced).by_run)
     if findings:
-        rows = [{**f.to_dict(), "mark": {"error": "slower", "warning": "inactive"}.get(f.severity)}
-                for f in findings]
-        columns = [Column("severity", mark_key="mark"), Column("rule"), Column("message"), Column("where")]
+        rows = [f.to_dict() for f in findings]
+        columns = [Column("severity", mark_key="severity"), Column("rule"), Column("message"), Column("where")]
         section.blocks.append(Table("findings", columns, rows,
                                     caption=f"{len(findings)} findings, most severe first"))
     else:

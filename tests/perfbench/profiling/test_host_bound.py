@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfbench.profiling.events import events_from_columns
-from perfbench.profiling.host_bound import union_by_group, host_bound
+from perfbench.profiling.host_bound import host_bound, union_by_group
 from perfbench.profiling.tables import union_us
 
 

@@ -28,7 +28,7 @@ def test_findings_come_first_and_carry_the_planted_slower_toggle(tmp_path, make_
     findings = _findings_html(page)
     assert "toggle-slower" in findings and "fused_rope measured slower than its fallback" in findings
     csv = (folder / "report" / "findings.csv").read_text()
-    assert csv.startswith("severity,mark,rule,message,where") and "toggle-slower" in csv
+    assert csv.startswith("severity,rule,message,where") and "toggle-slower" in csv
 
 
 def test_an_empty_findings_list_says_so(tmp_path, make_folder):
