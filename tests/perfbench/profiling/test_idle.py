@@ -1,6 +1,6 @@
 """idle.csv: device free time, kernel gaps and launch delays per phase and layer on hand-built events (values
-counted by hand in the comments), the CPU dispatch overhead, and the decode free share and launch delay of a
-real CUDA trace recomputed here from its raw JSON."""
+counted by hand in the comments), the CPU dispatch overhead, NPU launch delays from async_npu flows, and the
+decode free share and launch delay of a real CUDA trace recomputed here from its raw JSON."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import pytest
 from perfbench.profiling import parse_trace_path
 from perfbench.profiling.events import events_from_columns
 from perfbench.profiling.idle import ALL_LAYERS, idle
+from perfbench.profiling.trace_view import trace_view_events
 
 from .conftest import FIXTURES, require
+from .synthetic import npu_trace_view
 
 
 def _device_events() -> pd.DataFrame:
@@ -148,3 +150,13 @@ def test_free_share_of_a_trace_without_annotations():
 
     assert whole["span_us"] == pytest.approx(span)
     assert whole["free_share_pct"] == pytest.approx(100 * (1 - _union(kernels) / span))
+
+
+def test_npu_launch_delays_follow_the_async_npu_flows():
+    device = trace_view_events(npu_trace_view()).query("side == 'device'").set_index("name")
+    delay = device["start_us"] - device["launch_us"]
+    # device start - issuing cpu_op start, from the flows' two ends (synthetic.npu_trace_view)
+    assert delay["aclnnMatmul_MatMulV3Common_MatMulV3"] == pytest.approx(643.212 - 31.5)
+    assert delay["aclnnRmsNorm_RmsNormAiCore_RmsNorm"] == pytest.approx(843.213 - 101.0)
+    assert delay["hcom_allReduce__586_0_1"] == pytest.approx(899.999 - 410.0)
+    assert pd.isna(device.loc["aclnnCast_CastAiCore_Cast", "launch_us"])  # no flow: not linked
