@@ -13,11 +13,11 @@ Torch-free: the analysis commands read it on machines without torch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfbench.analysis.run_record import result_record_near
 from perfbench.results import LayerLoad, layer_loads, worst_imbalance  # noqa: F401 - the record's views
 
 
@@ -62,13 +62,5 @@ def load_lines(record: Mapping[str, Any]) -> list[str]:
 def load_record_near(trace_path: Path, levels: int = 4) -> dict[str, Any]:
     """The expert load of the run whose trace `trace_path` is (runs/<id>/trace[/rank<r>[/<profiler folder>]]):
     `expert_load` of the nearest result.json above it, {} when there is none or it holds none."""
-    for folder in [trace_path, *trace_path.resolve().parents][:levels + 1]:
-        result = folder / "result.json"
-        if result.is_file():
-            try:
-                raw = json.loads(result.read_text())
-            except (OSError, ValueError):
-                return {}
-            load = raw.get("expert_load") if isinstance(raw, dict) else None
-            return load if isinstance(load, dict) else {}
-    return {}
+    load = result_record_near(trace_path, levels).get("expert_load")
+    return load if isinstance(load, dict) else {}

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfbench.analysis.expert_load import load_lines, load_record_near
+from perfbench.analysis.run_record import result_record_near
 from perfbench.profiling.ascend import AscendProfile, parse_ascend_dir
 from perfbench.profiling.categories import CATEGORIES, categorize
 from perfbench.profiling.chrome import parse_chrome_trace
 from perfbench.profiling.events import COLUMNS, empty_events
+from perfbench.profiling.graph_mode import trace_mode
 from perfbench.profiling.loading import LoadedTrace, load_trace, parse_trace_path
-from perfbench.profiling.summary import summarize, trace_steps
+from perfbench.profiling.summary import summarize, trace_advice, trace_steps
 from perfbench.profiling.tables import (
     compute_vs_communication,
     op_counts_per_decode_step,
@@ -25,9 +27,11 @@ from perfbench.profiling.tables import (
     per_layer_type,
     per_op,
     per_phase,
+    trace_tables,
+    write_table_files,
     write_tables,
 )
-from perfbench.results import atomic_write_text
+from perfbench.results import RunResult, atomic_write_text
 
 if TYPE_CHECKING:
     from perfbench.profiling.capture import TraceCapture, capture_trace
@@ -54,19 +58,36 @@ def default_tables_dir(path: Path) -> Path:
 
 def analyze_trace(path: Path, out_dir: Path | None) -> str:
     """Parse the trace at `path`, write every table as CSV into `out_dir` (default `default_tables_dir`), and
-    return a short summary: top categories with time and share, compute vs communication, missing columns,
-    notes, where the CSVs went, and the run's MoE expert load when the trace sits in a perfbench run folder.
-    UserError for a path that is not a trace."""
+    return a short summary: the execution mode, the advisor's findings, top categories with time and share,
+    compute vs communication, idle and launch figures, missing columns, notes, where the CSVs went, and the run's
+    MoE expert load when the trace sits in a perfbench run folder. UserError for a path that is not a trace."""
     path = Path(path)
     trace = load_trace(path)
     out = Path(out_dir) if out_dir is not None else default_tables_dir(path)
-    written = write_tables(trace.events, out)
+    run = _run_near(path)
+    mode = trace_mode(trace.events, path, run)
+    tables = trace_tables(trace.events, mode.mode, mode.emulation)
+    written = write_table_files(tables, out)
     steps = out / "per_rank_steps.csv"
-    atomic_write_text(steps, trace_steps(trace).to_csv(index=False, float_format="%.3f"))
+    step_table = trace_steps(trace)
+    atomic_write_text(steps, step_table.to_csv(index=False, float_format="%.3f"))
     written.append(steps)
     for name, table in trace.extra_tables.items():
         extra = out / f"{name}.csv"
         atomic_write_text(extra, table.to_csv(index=False))
         written.append(extra)
+    findings = trace_advice(trace, tables, step_table, out, run)
     load = load_lines(load_record_near(path))
-    return "\n".join([summarize(trace, written), *load])
+    return "\n".join([summarize(trace, written, mode.line(), findings, tables.get("idle")), *load])
+
+
+def _run_near(path: Path) -> RunResult | None:
+    """The run whose trace `path` is (its result.json above it), None outside a run folder or for a record this
+    perfbench cannot read (the trace is analysed all the same)."""
+    record = result_record_near(path)
+    if not record:
+        return None
+    try:
+        return RunResult.from_dict(record)
+    except (ValueError, TypeError):
+        return None

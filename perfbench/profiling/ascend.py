@@ -261,21 +261,22 @@ def parse_ascend_dir(path: Path | str, prefer: str | None = None) -> AscendProfi
         profile.notes += [f"{tag}: {note.replace(' event', ' kernel row', 1)}"
                           for note in details.skipped.notes(details.path)]
         scopes: dict = {}
+        launches: dict = {}
         if has_trace:
             view = _read_view(out / "trace_view.json", tag, profile.notes)
-            scopes = view.scope_by_start()
+            scopes, launches = view.scope_by_start(), view.launch_by_start()
             host_views.append((folder, view))
             if view.tasks and view.attributed < len(view.tasks):
                 missing = len(view.tasks) - view.attributed
                 profile.notes.append(f"{tag}: {missing} of {len(view.tasks)} device tasks in trace_view.json "
                                      "have no async_npu flow to a host op")
-        parsed.append((folder, details, scopes))
+        parsed.append((folder, details, scopes, launches))
         kernels.append(details.table.assign(rank=folder.rank))
-    firsts = [int(d.table["start_ns"].min()) for _, d, _ in parsed if len(d.table)]
+    firsts = [int(d.table["start_ns"].min()) for _, d, _, _ in parsed if len(d.table)]
     firsts += [min(t.start_ns for t in v.tasks) for _, v in views if v.tasks]
     firsts += [min(v.host_start_ns) for _, v in host_views if v.host_start_ns]
     origin = min(firsts, default=0)
-    profile.events = concat_events([kernel_events(d, f.rank, origin, s) for f, d, s in parsed]
+    profile.events = concat_events([kernel_events(d, f.rank, origin, s, la) for f, d, s, la in parsed]
                                    + [task_events(v, f.rank, origin) for f, v in views]
                                    + [host_events(v, f.rank, origin) for f, v in host_views])
     profile.kernels = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame()

@@ -109,8 +109,16 @@ def _lookup_scope(scopes: dict[int, Scope], start_ns: int) -> Scope:
     return scopes.get(start_ns) or scopes.get(start_ns - 1) or scopes.get(start_ns + 1) or EMPTY_SCOPE
 
 
+def _lookup_launch(launches: dict[int, int], start_ns: int) -> int | None:
+    # the same +/- 1 ns join as `_lookup_scope`
+    for key in (start_ns, start_ns - 1, start_ns + 1):
+        if key in launches:
+            return launches[key]
+    return None
+
+
 def kernel_events(details: KernelDetails, rank: int, origin_ns: int,
-                  scopes: dict[int, Scope] | None = None) -> pd.DataFrame:
+                  scopes: dict[int, Scope] | None = None, launches: dict[int, int] | None = None) -> pd.DataFrame:
     """The events table of one kernel_details.csv (all rows side="device").
 
     Args:
@@ -118,6 +126,7 @@ def kernel_events(details: KernelDetails, rank: int, origin_ns: int,
         rank: rank of these kernels.
         origin_ns: start_us is measured from this epoch ns (the first kernel start across ranks).
         scopes: device start ns -> annotation context from trace_view.json (`TraceView.scope_by_start`).
+        launches: device start ns -> start ns of the issuing op (`TraceView.launch_by_start`).
 
     input_shapes: `Input Shapes` (Level1+ or record_shapes), quotes removed by `read_kernel_details`.
     Category: communication when `Accelerator Core` is COMMUNICATION/HCCL or the name is hcom_*; otherwise
@@ -133,6 +142,7 @@ def kernel_events(details: KernelDetails, rank: int, origin_ns: int,
     streams = _texts(table, "Stream ID")
     starts = table["start_ns"].tolist()
     row_scopes = [_lookup_scope(scopes, s) for s in starts] if scopes else [EMPTY_SCOPE] * n
+    row_launches = [_lookup_launch(launches, s) for s in starts] if launches else [None] * n
     categories = []
     for name, op_type, core, scope in zip(names, types, cores, row_scopes):
         if core in COMMUNICATION_CORES or name.startswith("hcom_"):
@@ -150,6 +160,7 @@ def kernel_events(details: KernelDetails, rank: int, origin_ns: int,
         "stream": [s or "" for s in streams],
         "rank": [rank] * n,
         "input_shapes": _texts(table, "Input Shapes"),
+        "launch_us": [None if ns is None else (ns - origin_ns) / 1000.0 for ns in row_launches],
     })
 
 

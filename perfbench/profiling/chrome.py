@@ -242,15 +242,18 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
 
     by_external: dict[Any, Scope] = {}
     by_correlation: dict[Any, Scope] = {}
+    launched_at: dict[Any, int] = {}  # correlation -> start ns of the runtime call that launched the kernel
     for i, ext in enumerate(h_ext):
         if ext is not None:
             by_external[ext] = scopes[i]
         if h_corr[i] is not None:
             by_correlation[h_corr[i]] = scopes[i]
+            launched_at[h_corr[i]] = int(start_arr[i])
     d_scopes = [
         by_correlation.get(corr) or by_external.get(ext) or EMPTY_SCOPE for corr, ext in zip(d_corr, d_ext)
     ]
     host_shapes, device_shapes = _input_shapes(h_dims, h_ext, h_corr, d_ext, d_corr)
+    d_launch_ns = [launched_at.get(corr) for corr in d_corr]
 
     # Work launched from a thread without a `ProfilerStep#N` range (autograd backward) takes the step whose
     # window holds it.
@@ -280,6 +283,7 @@ def kineto_events(trace_events: list[dict[str, Any]], rank: int = 0,
         "stream": [str(h_tid[i]) for i in op_idx.tolist()] + d_stream,
         "rank": [rank] * len(names),
         "input_shapes": [host_shapes[i] for i in op_idx.tolist()] + device_shapes,
+        "launch_us": [None] * n_host + [None if ns is None else ns / 1000.0 for ns in d_launch_ns],
     })
 
 

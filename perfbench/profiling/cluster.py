@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from perfbench.analysis.slowest import slowest
 from perfbench.profiling.communication import bandwidth_gb_s
 from perfbench.profiling.tables import compute_vs_communication
+
+__all__ = ["cluster_record", "link_pairs", "per_rank_steps", "rank_summary", "slowest"]
 
 STEP_COLUMNS = ["rank", "step", "source", "side", "compute_us", "communication_us", "overlapped_us",
                 "communication_not_overlapped_us", "free_us", "step_us", "preparing_us", "bubble_us"]
@@ -74,21 +77,6 @@ def rank_summary(steps: pd.DataFrame) -> pd.DataFrame:
     median = table["step_us"].median()
     table["slower_than_median_pct"] = 100.0 * (table["step_us"] / median - 1.0) if median > 0 else 0.0
     return table[columns]
-
-
-def slowest(table: pd.DataFrame, key: str, value: str, higher_is_slower: bool = True) -> tuple[object, float]:
-    """(key of the slowest row, how far it is from the median in %) of `value`: % above the median for a time
-    (`higher_is_slower`), % below it for a rate. (None, 0) for fewer than two rows."""
-    values = table[value].astype(float)
-    if len(table) < 2 or values.isna().all():
-        return None, 0.0
-    median = values.median()
-    index = values.idxmax() if higher_is_slower else values.idxmin()
-    worst = values[index]
-    if median <= 0 or worst <= 0:
-        return table.loc[index, key], 0.0
-    pct = 100.0 * (worst / median - 1.0) if higher_is_slower else 100.0 * (1.0 - worst / median)
-    return table.loc[index, key], pct
 
 
 def link_pairs(matrix: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,9 @@ One row per op execution:
               op's duration minus its direct child ops, so nested aten ops are never counted twice.
   stream      device stream id, or the host thread id (str)
   rank        distributed rank the trace came from (int)
+  launch_us   device rows: start of the host call that launched the kernel (CUDA: the runtime call its
+              `correlation` names; NPU: the issuing op at the start of its async_npu flow), on the start_us
+              clock; NaN where the trace does not link them, and on host rows
 
 One optional column (`OPTIONAL_COLUMNS`): every parser writes it, `check_events` does not require it, so a
 table built by hand without it is still an events table (read it with `df.get(...)`):
@@ -42,12 +45,12 @@ NONE_LABEL = "(none)"  # a group key that is missing (no phase, no layer) in the
 
 COLUMNS = (
     "name", "category", "phase", "layer", "layer_type", "module", "step", "side", "start_us", "dur_us",
-    "stream", "rank",
+    "stream", "rank", "launch_us",
 )
 DTYPES = {
     "name": "object", "category": "object", "phase": "object", "layer": "Int64", "layer_type": "object",
     "module": "object", "step": "Int64", "side": "object", "start_us": "float64", "dur_us": "float64",
-    "stream": "object", "rank": "int64",
+    "stream": "object", "rank": "int64", "launch_us": "float64",
 }
 SIDES = ("device", "host")
 OPTIONAL_COLUMNS = ("input_shapes",)

@@ -26,7 +26,7 @@ COLUMNS = ["rank", "layer_type", "steps", "device_busy_us", "device_free_us", "h
            "launches", "host_us_per_launch"]
 
 
-def _union_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
+def union_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
     """Length of the union of [start, end) intervals per group id, without a Python loop over groups."""
     order = np.lexsort((start, group))
     g, s, e = group[order], start[order], end[order]
@@ -51,7 +51,7 @@ def _measure(rows: pd.DataFrame, keys: list[str], has_device: bool) -> pd.DataFr
     device = frame[frame["side"] == "device"]
     if has_device and len(device):
         group_id = device.groupby(keys, dropna=False).ngroup().to_numpy()
-        busy = _union_by_group(group_id, device["start_us"].to_numpy(dtype=float),
+        busy = union_by_group(group_id, device["start_us"].to_numpy(dtype=float),
                                device["end_us"].to_numpy(dtype=float))
         stats = device.groupby(keys, dropna=False).agg(first=("start_us", "min"), last=("end_us", "max"),
                                                        launches=("dur_us", "size"))

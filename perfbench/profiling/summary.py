@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
-from perfbench.profiling.cluster import link_pairs, per_rank_steps, rank_summary, slowest
+from perfbench.analysis.advisor import (
+    HOST_BOUND_FREE_PCT,
+    Finding,
+    TraceFacts,
+    ordered,
+    run_findings,
+    trace_findings,
+)
+from perfbench.profiling.cluster import cluster_record, link_pairs, per_rank_steps, rank_summary, slowest
 from perfbench.profiling.communication import link_bandwidth
-from perfbench.profiling.events import primary_side
+from perfbench.profiling.events import NONE_LABEL, primary_side
+from perfbench.profiling.idle import ALL_LAYERS as IDLE_ALL_LAYERS
 from perfbench.profiling.loading import LoadedTrace
 from perfbench.profiling.tables import (
     ALL_OPS,
@@ -16,6 +26,7 @@ from perfbench.profiling.tables import (
     op_counts_per_decode_step,
     per_category,
 )
+from perfbench.results import RunResult
 
 TOP_CATEGORIES = 6
 
@@ -101,17 +112,77 @@ def cluster_lines(steps: pd.DataFrame, links: pd.DataFrame | None = None,
     return lines
 
 
-def summarize(trace: LoadedTrace, written: list[Path]) -> str:
-    """A few lines: what was parsed, top categories with time and share, compute vs communication, decode ops
-    per step, missing columns and notes, and where the CSVs went."""
+def trace_advice(trace: LoadedTrace, tables: Mapping[str, pd.DataFrame], steps: pd.DataFrame, out_dir: Path,
+                 run: RunResult | None = None) -> list[Finding]:
+    """The advisor's findings on a trace (docs/advisor.md): its idle and compute-vs-communication tables, its
+    slowest rank and link across ranks, and, for a trace inside a run folder, the run's record."""
+    cluster = cluster_record(steps) if len(trace.ranks) > 1 else None
+    matrix = trace.extra_tables.get("ascend_communication_matrix")
+    links = link_pairs(matrix) if matrix is not None and len(matrix) else None
+    facts = TraceFacts(tables=tables, cluster=cluster, links=links, tables_dir=f"{out_dir}/")
+    return ordered([*trace_findings(facts), *(run_findings(run) if run is not None else [])])
+
+
+def finding_lines(findings: list[Finding]) -> list[str]:
+    """The findings block: one line each, most severe first, or a line saying there are none."""
+    if not findings:
+        return ["findings: no findings (every rule of docs/advisor.md stayed silent)"]
+    return [f"findings ({len(findings)}, most severe first; rules: docs/advisor.md):",
+            *(f"  {finding.line()}" for finding in findings)]
+
+
+def idle_lines(table: pd.DataFrame | None) -> list[str]:
+    """Per phase (all ranks pooled): the device's free share of the span, the mean gap between kernels and the
+    mean launch delay; on CPU the dispatch overhead; host-bound where the share reaches the threshold."""
+    if table is None or table.empty:
+        return []
+    phases = table[table["layer_type"] == IDLE_ALL_LAYERS]
+    if (phases["phase"] != NONE_LABEL).any():  # ops outside any phase: the profiler's own start and stop
+        phases = phases[phases["phase"] != NONE_LABEL]
+    lines = [f"idle and launch (idle.csv; host-bound at >= {HOST_BOUND_FREE_PCT:g}% free):"]
+    for phase, rows in phases.groupby("phase", sort=False):
+        span, free = float(rows["span_us"].sum()), float(rows["free_us"].sum())
+        if not span > 0:
+            continue
+        share = 100.0 * free / span
+        steps = int(rows["windows"].max())
+        over = f" over {steps} steps" if steps > 1 else ""
+        if rows["side"].iloc[0] == "device":
+            text = f"device free {share:.1f}% of {format_us(span)}{over}"
+            gaps = rows["gap_mean_us"].astype(float)
+            if gaps.notna().any():
+                text += f"; kernel to kernel gap {format_us(float(gaps.mean()))} mean"
+            linked = int(rows["linked_launches"].sum())
+            if linked:
+                delay = float((rows["launch_delay_mean_us"] * rows["linked_launches"]).sum()) / linked
+                text += f"; launch to start {format_us(delay)} mean ({linked} kernels linked)"
+        else:
+            text = (f"dispatch overhead {share:.1f}% of {format_us(span)}{over} (no op running "
+                    f"{format_us(float(rows['no_op_us'].sum()))}; no device kernels)")
+        if share >= HOST_BOUND_FREE_PCT:
+            text += "; host-bound"
+        lines.append(f"  {phase:<8} {text}")
+    return lines if len(lines) > 1 else []
+
+
+def summarize(trace: LoadedTrace, written: list[Path], mode_line: str | None = None,
+              findings: list[Finding] | None = None, idle: pd.DataFrame | None = None) -> str:
+    """A few lines: what was parsed, its execution mode, the advisor's findings (first: they say where to look),
+    top categories with time and share, compute vs communication, decode ops per step, idle and launch figures,
+    missing columns and notes, and where the CSVs went."""
     events = trace.events
     lines = [_header(trace)]
+    if mode_line:
+        lines.append(mode_line)
+    if findings is not None:
+        lines += finding_lines(findings)
     if len(events):
         lines += _categories(events, primary_side(events))
         lines.append(_compute_vs_communication(events))
         counts = op_counts_per_decode_step(events)
         if counts:
             lines.append(f"decode: {counts[ALL_OPS]:.1f} ops per step")
+        lines += idle_lines(idle)
     else:
         lines.append("no op or kernel events found")
     if len(trace.ranks) > 1:

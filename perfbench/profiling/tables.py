@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from perfbench.profiling.events import NONE_LABEL, check_events, primary_side
+from perfbench.profiling.graph_mode import hide_per_layer
 from perfbench.profiling.host_bound import host_bound
+from perfbench.profiling.idle import idle
 from perfbench.results import atomic_write_text
 
 ALL_OPS = "(all ops)"  # the key of the total in `op_counts_per_decode_step`
@@ -164,10 +166,10 @@ def op_counts_per_decode_step(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def write_tables(df: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Write every table above as CSV into `out_dir` (created); returns the paths written."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def trace_tables(df: pd.DataFrame, mode: str | None = None, emulation: str | None = None) -> dict[str, pd.DataFrame]:
+    """Every table above, host_bound and idle, by CSV stem. `mode`: the execution mode the trace measured
+    (perfbench/config/execution_mode.py); a graph mode's per-layer tables carry what the graph hides instead of
+    an attribution (graph_mode.hide_per_layer), labelled with `emulation` where the run was emulated."""
     counts = op_counts_per_decode_step(df)
     tables = {
         "per_op": per_op(df),
@@ -177,9 +179,16 @@ def write_tables(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         "compute_vs_communication": compute_vs_communication(df),
         "op_counts_per_decode_step": pd.DataFrame(
             {"op": list(counts), "count_per_step": list(counts.values())}),
+        "host_bound": host_bound(df),
+        "idle": idle(df),
     }
+    return hide_per_layer(tables, mode, emulation) if mode is not None else tables
 
-    tables["host_bound"] = host_bound(df)
+
+def write_table_files(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
+    """Each table as `<stem>.csv` in `out_dir` (created); returns the paths written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, table in tables.items():
         path = out_dir / f"{name}.csv"
@@ -187,3 +196,9 @@ def write_tables(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         atomic_write_text(path, table.to_csv(index=False, float_format="%.3f"))
         paths.append(path)
     return paths
+
+
+def write_tables(df: pd.DataFrame, out_dir: Path, mode: str | None = None,
+                 emulation: str | None = None) -> list[Path]:
+    """`trace_tables` written as CSV into `out_dir` (created); returns the paths written."""
+    return write_table_files(trace_tables(df, mode, emulation), out_dir)

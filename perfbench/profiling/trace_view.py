@@ -59,6 +59,7 @@ class DeviceTask:
     task_type: str
     communication: bool
     scope: Scope | None = None  # None: no async_npu flow led to the issuing op (step from its time window)
+    launch_ns: int | None = None  # start of the issuing op (the async_npu flow's start), epoch ns
 
 
 @dataclass
@@ -76,6 +77,10 @@ class TraceView:
     def scope_by_start(self) -> dict[int, Scope]:
         """Device task start (ns) -> context, for the tasks with any (a flow's, or only their step's)."""
         return {t.start_ns: t.scope for t in self.tasks if t.scope is not None}
+
+    def launch_by_start(self) -> dict[int, int]:
+        """Device task start (ns) -> start of its issuing op (ns), for the tasks an async_npu flow links."""
+        return {t.start_ns: t.launch_ns for t in self.tasks if t.launch_ns is not None}
 
 
 def read_trace_view(trace_events: list[dict[str, Any]], skipped: SkippedEvents | None = None) -> TraceView:
@@ -194,6 +199,7 @@ def assemble_view(h_thread: list[int], h_key: list[tuple[Any, Any, int]], h_dur:
     task_scopes: list[Scope] = []
     for task, issued_at in tasks:
         scope = scope_at.get(issued_at) if issued_at is not None else None
+        task.launch_ns = issued_at[2] if issued_at is not None else None
         view.attributed += scope is not None
         task_scopes.append(scope or EMPTY_SCOPE)
         view.tasks.append(task)
@@ -212,7 +218,8 @@ def assemble_view(h_thread: list[int], h_key: list[tuple[Any, Any, int]], h_dur:
 
 
 def _table(names: list[str], categories: list[str], scopes: list[Scope], side: str, starts_ns: list[int],
-           durs_us: list[float], streams: list[str], rank: int, origin_ns: int) -> pd.DataFrame:
+           durs_us: list[float], streams: list[str], rank: int, origin_ns: int,
+           launches_ns: list[int | None] | None = None) -> pd.DataFrame:
     return events_from_columns({
         "name": names,
         "category": categories,
@@ -222,6 +229,8 @@ def _table(names: list[str], categories: list[str], scopes: list[Scope], side: s
         "dur_us": durs_us,
         "stream": streams,
         "rank": [rank] * len(names),
+        "launch_us": [None if ns is None else (ns - origin_ns) / 1000.0
+                      for ns in (launches_ns if launches_ns is not None else [None] * len(names))],
     })
 
 
@@ -232,7 +241,8 @@ def task_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:
                   for t, s in zip(view.tasks, scopes)]
     tasks = view.tasks
     return _table([t.name for t in tasks], categories, scopes, "device", [t.start_ns for t in tasks],
-                  [t.dur_us for t in tasks], [t.stream for t in tasks], rank, origin_ns)
+                  [t.dur_us for t in tasks], [t.stream for t in tasks], rank, origin_ns,
+                  [t.launch_ns for t in tasks])
 
 
 def host_events(view: TraceView, rank: int, origin_ns: int) -> pd.DataFrame:

@@ -28,6 +28,9 @@ from perfbench.results import RunResult
 BREAKDOWNS = {"per_category": "category", "per_layer_type": "layer_type", "per_phase": "phase"}
 OPS_TABLE = "per_op"
 CAPTIONS = {  # trace tables with more to say than their file name
+    "idle": "idle.csv: per phase and layer, the share of the span with no kernel running (CPU: the dispatch "
+            "overhead outside compute ops), kernel-to-kernel gaps and host launch to device start "
+            "(docs/trace_analysis.md 2); host_bound at 30% free or more",
     "roofline": "roofline.csv: measured time per phase and op category next to the roofline of the same work "
                 "(max of compute and memory time at the device's peaks, plus collectives; docs/roofline.md); "
                 "pct_of_roofline = roofline / measured, the (all) row of a phase is its gap",
@@ -79,10 +82,13 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
     """A stacked bar per run and a runs x labels table of total_us (µs in the profiled iteration)."""
     values: dict[tuple[str, str], float] = {}  # (run_id, label value) -> total_us
     sides: dict[str, str] = {}
-    skipped = []
+    skipped, notes = [], []
     for run_id, frames in tables.by_run.items():
         frame = frames.get(stem)
         if frame is None:
+            continue
+        if label not in frame.columns and "note" in frame.columns:  # a graph-mode trace: what the graph hides
+            notes += [f"{run_id}: {note}" for note in frame["note"].dropna().astype(str)]
             continue
         if label not in frame.columns or "total_us" not in frame.columns:
             skipped.append(run_id)
@@ -93,7 +99,7 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
         keys = frame[label].map(lambda v: NO_LABEL if _plain(v) is None else str(v))
         for key, total in frame["total_us"].groupby(keys).sum().items():
             values[(run_id, str(key))] = float(total)
-    blocks: list[Block] = []
+    blocks: list[Block] = [Text(note, note=True) for note in notes]
     if skipped:
         blocks.append(Text(f"{stem}.csv lacks a `{label}` or `total_us` column in runs {', '.join(skipped)}.",
                            note=True))

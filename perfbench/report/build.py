@@ -9,6 +9,7 @@ from perfbench.report.ab import ab_section
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
 from perfbench.report.expert_load import expert_load_section
+from perfbench.report.findings import findings_section
 from perfbench.report.headline import headline_section
 from perfbench.report.latency import latency_section
 from perfbench.report.memory import memory_section
@@ -20,11 +21,11 @@ from perfbench.results import RunResult, load_folder
 def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
     # the trace of one round per combination is enough: the profiled iteration is not a timed one
     first_round = [r for r in results if r.spec.round <= 1]
-    ab = ab_section(folder)  # a `perfbench ab` folder opens with its verdicts
-    return [*([ab] if ab is not None else []), headline_section(results), environment_section(folder, results),
-            plan_section(results), latency_section(results), memory_section(results), ablation_section(results),
-            breakdown_section(folder, first_round), expert_load_section(first_round), numerics_section(results),
-            failures_section(results)]
+    ab = ab_section(folder)  # a `perfbench ab` folder's verdicts come right after the findings
+    return [findings_section(folder, results), *([ab] if ab is not None else []), headline_section(results),
+            environment_section(folder, results), plan_section(results), latency_section(results),
+            memory_section(results), ablation_section(results), breakdown_section(folder, first_round),
+            expert_load_section(first_round), numerics_section(results), failures_section(results)]
 
 
 def build_report(folder: Path) -> Path:

@@ -104,6 +104,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 td.mark { text-align: center; }
 td.mark-on, td.mark-faster { background: #cdeccf; } td.mark-off { background: #eeeeee; color: #666; }
 td.mark-inactive { background: #fde6b4; } td.mark-slower { background: #f8cfcf; }
+td.mark-error { background: #f8cfcf; } td.mark-warning { background: #fde6b4; }
 figure { margin: 0.5rem 0 1rem; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #666; font-size: 0.8rem; }
 pre { background: #f7f7f7; padding: 0.5rem; overflow-x: auto; font-size: 0.8rem; }

@@ -10,6 +10,7 @@ from typing import Any
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.attribution import combo_label
+from perfbench.config.execution_mode import mode_text, result_mode
 from perfbench.report.page import Preformatted, Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
@@ -87,12 +88,15 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
 def plan_section(results: Sequence[RunResult]) -> Section:
     section = Section("Effective plan")
     section.blocks.append(Text("What actually ran: on, off, or inactive (requested but not possible here). "
-                               "Hover a cell for the implementation or the reason.", note=True))
-    columns = [Column("run_id"), Column("status"), Column("shape")]
+                               "Hover a cell for the implementation or the reason. mode: the execution mode the "
+                               "run measured (eager, or graph_mode's capture on its device), emulation included.",
+                               note=True))
+    columns = [Column("run_id"), Column("status"), Column("shape"), Column("mode")]
     columns += [Column(t, title_key=f"{t}.why", mark_key=t) for t in TOGGLE_NAMES]
     rows = []
     for r in results:
-        row: dict[str, Any] = {"run_id": r.run_id, "status": r.status, "shape": r.shape().label()}
+        row: dict[str, Any] = {"run_id": r.run_id, "status": r.status, "shape": r.shape().label(),
+                               "mode": mode_text(result_mode(r), r.env.get("emulation"))}
         for t in TOGGLE_NAMES:
             decision = r.plan.decisions.get(t)
             row[t] = decision.state if decision else ""

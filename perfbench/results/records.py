@@ -93,6 +93,16 @@ class PlanCheckLine(Record):
     line: str
 
 
+class ModeCheckLine(Record):
+    """The profiled decode steps against the planned execution mode (profiling/graph_mode.py)."""
+
+    mode: str
+    ok: bool | None
+    line: str
+    decode_steps: int = 0
+    replay_steps: int = 0
+
+
 class TraceRecord(Record):
     """What the profiled iteration left: where the trace and tables are, op counts, the plan check."""
 
@@ -101,6 +111,9 @@ class TraceRecord(Record):
     decode_ops_per_step: float | None = None
     op_counts_per_decode_step: dict[str, float] = Field(default_factory=dict)
     layer_scopes: bool | None = None  # False: graph mode, no per-layer scopes in the trace
+    mode: str | None = None  # the execution mode measured: eager, inductor, cuda_graphs, ge_graph, npugraph_ex
+    emulation: str | None = None  # "emulated npu (<platform>)" when the NPU emulator took the trace
+    mode_check: ModeCheckLine | None = None
     plan_check: list[PlanCheckLine] = Field(default_factory=list)
     plan_mismatches: list[str] = Field(default_factory=list)
     cluster: dict[str, Any] = Field(default_factory=dict)  # per-rank means and the slowest rank (multi-rank)

@@ -1,6 +1,8 @@
 """The profiled iteration: one separate, untimed iteration under the profiler, annotated with phase/step and,
 outside graph mode, layer/module scopes; its trace parsed into tables, checked against the plan, and put next to
-the roofline. A failure here is recorded, never fatal: the timed numbers stand."""
+the roofline. It runs in the timed iterations' execution mode, which the record names (`mode`, and `emulation`
+for an emulated NPU) and checks against the trace (`mode_check`). A failure here is recorded, never fatal: the
+timed numbers stand."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from model.cache import Qwen3_5MoeCache
 from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.results import RunSpec
 from perfbench.run.cluster import is_result_writer
+from perfbench.run.environment import emulation_label
 from perfbench.run.iteration import Workload, run_iteration
 
 if TYPE_CHECKING:
@@ -26,8 +29,10 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                       cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
                       caps: Capabilities) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
+    from perfbench.config.execution_mode import execution_mode  # noqa: PLC0415
     from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
     from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
+    from perfbench.profiling.graph_mode import check_mode  # noqa: PLC0415
     from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
     from perfbench.profiling.plan_check import check_plan, mismatches  # noqa: PLC0415
     from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
@@ -39,6 +44,11 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     trace_dir = run_dir / "trace" / f"rank{rank}" if "RANK" in os.environ else run_dir / "trace"
     # Inside a compiled decode graph the layer scopes would force a recompile; phases and steps still show.
     layer_scopes = not model.plan.on("graph_mode")
+    # The same model object, so the same compiled decode step the timed iterations ran: every graph variant
+    # compiles with fullgraph=True, so a recompile past dynamo's limit or a graph break raises (recorded below as
+    # the trace's error) instead of running eagerly; `check_mode` confirms the replays from the trace itself.
+    mode = execution_mode(model.plan.device, model.plan.on("graph_mode"), model.plan.exe_mode)
+    emulation = emulation_label()
     try:
         # the plan's device: an emulated npu keeps tensors on the CPU but profiles through torch_npu.profiler
         with capture_trace(model.plan.device, trace_dir, spec.profile_export_type) as capture:
@@ -52,7 +62,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         # the export the run asked for: its .db when it asked for db
         prefer = "db" if spec.profile_export_type == "db" else None
         events = parse_trace_path(capture.paths[0], prefer)
-        tables = write_tables(events, run_dir / "tables")
+        tables = write_tables(events, run_dir / "tables", mode=mode, emulation=emulation)
         roofline_error = None
         try:
             tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
@@ -61,7 +71,10 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         counts = op_counts_per_decode_step(events)
         total = counts.pop(ALL_OPS, None)
         record: dict[str, object] = {"dir": str(trace_dir.relative_to(run_dir)), "decode_ops_per_step": total,
-                                     "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes}
+                                     "op_counts_per_decode_step": counts, "layer_scopes": layer_scopes,
+                                     "mode": mode, "mode_check": check_mode(events, mode).to_dict()}
+        if emulation:
+            record["emulation"] = emulation
         if roofline_error:
             record["roofline_error"] = roofline_error
         states = {name: decision.state for name, decision in model.plan.decisions.items()}

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfbench.profiling.events import events_from_columns
-from perfbench.profiling.host_bound import _union_by_group, host_bound
+from perfbench.profiling.host_bound import host_bound, union_by_group
 from perfbench.profiling.tables import union_us
 
 
@@ -54,7 +54,7 @@ def test_union_per_group_equals_the_union_of_each_group(intervals):
     start = np.array([s for _, s, _ in intervals], dtype=float)
     end = start + np.array([d for _, _, d in intervals], dtype=float)
 
-    unions = _union_by_group(group, start, end)
+    unions = union_by_group(group, start, end)
 
     for g in np.unique(group):
         assert unions[g] == union_us(start[group == g], end[group == g])

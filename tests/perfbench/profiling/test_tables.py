@@ -115,7 +115,7 @@ def test_write_tables_writes_one_csv_per_table(tmp_path):
 
     assert sorted(p.name for p in paths) == sorted([
         "per_op.csv", "per_category.csv", "per_phase.csv", "per_layer_type.csv",
-        "compute_vs_communication.csv", "op_counts_per_decode_step.csv", "host_bound.csv"])
+        "compute_vs_communication.csv", "op_counts_per_decode_step.csv", "host_bound.csv", "idle.csv"])
     per_cat = pd.read_csv(tmp_path / "tables" / "per_category.csv")
     assert {"total_us", "count", "mean_us", "share_pct"} <= set(per_cat.columns)
     counts = pd.read_csv(tmp_path / "tables" / "op_counts_per_decode_step.csv")
@@ -126,7 +126,7 @@ def test_tables_of_an_empty_trace_are_empty(tmp_path):
     empty = DECODE.iloc[0:0]
     assert per_category(empty).empty and compute_vs_communication(empty).empty
     assert op_counts_per_decode_step(empty) == {}
-    assert len(write_tables(empty, tmp_path)) == 7
+    assert len(write_tables(empty, tmp_path)) == 8
 
 
 @settings(max_examples=80, deadline=None)

@@ -1,0 +1,32 @@
+"""The report's opening section: the advisor's findings (perfbench/analysis/advisor.py) over the folder's runs
+and their trace tables, most severe first, each with its evidence and where to look; an empty list says so."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from perfbench.analysis.advisor import folder_findings
+from perfbench.report.breakdown import read_trace_tables
+from perfbench.report.page import Section, Text
+from perfbench.report.table import Column, Table
+from perfbench.results import RunResult
+
+NO_FINDINGS = "No findings: every rule of docs/advisor.md stayed silent on these runs."
+
+
+def findings_section(folder: Path, results: Sequence[RunResult]) -> Section:
+    section = Section("Findings")
+    traced = [r for r in results if r.status == "ok" and r.spec.round <= 1]
+    findings = folder_findings(list(results), read_trace_tables(folder, traced).by_run)
+    if findings:
+        rows = [f.to_dict() for f in findings]
+        columns = [Column("severity", mark_key="severity"), Column("rule"), Column("message"), Column("where")]
+        section.blocks.append(Table("findings", columns, rows,
+                                    caption=f"{len(findings)} findings, most severe first"))
+    else:
+        section.blocks.append(Text(NO_FINDINGS))
+    section.blocks.append(Text("Each finding is a documented rule over the results and the trace tables: what "
+                               "triggers it, its threshold and why are in docs/advisor.md. The details follow.",
+                               note=True))
+    return section
