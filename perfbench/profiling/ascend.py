@@ -225,7 +225,7 @@ def parse_ascend_dir(path: Path | str, prefer: str | None = None) -> AscendProfi
         if from_db:
             details, view, level_hint = _read_db(db, tag, profile.notes)
             levels.append(level or level_hint)
-            parsed.append((folder, details, view.scope_by_start()))
+            parsed.append((folder, details, view.scope_by_start(), view.launch_by_start()))
             host_views.append((folder, view))
             kernels.append(details.table.assign(rank=folder.rank))
         elif not has_kernels and not has_trace:

@@ -29,7 +29,8 @@ def migrate(raw: dict[str, Any], where: str = "result") -> dict[str, Any]:
         raise ValueError(f"{where}: schema_version {version} is newer than this perfbench reads "
                          f"({SCHEMA_VERSION}); upgrade perfbench to read it")
     # 1 -> 2, 3 -> 4, 4 -> 5, 5 -> 6: only added fields (schema_version, spec.expected_plan; expert_load;
-    # blocks, spec.timing, spec.block_group; failure, spec.profile_export_type), whose defaults say "not recorded" or "timed on its own".
+    # blocks, spec.timing, spec.block_group; failure, spec.profile_export_type), whose defaults say "not
+    # recorded" or "timed on its own".
     if version < 3:
         raw = {**raw, "samples": _per_iteration_tpot(raw)}
     return {**raw, "schema_version": SCHEMA_VERSION}

@@ -41,16 +41,16 @@ def test_emulated_graph_mode_run_records_its_mode_and_hides_per_layer_attributio
     atomic_write_json(run_dir / "result.json", result.to_dict())
 
     assert result.status == "ok", result.error
-    assert result.env["emulation"] == LABEL
+    assert result.env.emulation == LABEL
     # the timed iterations ran the plan's mode: graph_mode on through torchair GE, compiled in the warm-up
     timed = planned_mode(result)
     assert timed == "ge_graph" and result.plan.decisions["graph_mode"].impl == "torchair ge_graph"
-    assert result.summary["compile_s"] > 0
+    assert result.summary.compile_s > 0
     trace = result.trace
-    assert "error" not in trace, trace.get("error")
-    assert (trace["mode"], trace["emulation"]) == (timed, LABEL)
-    assert trace["mode_check"]["ok"] is True
-    assert trace["mode_check"]["replay_steps"] == trace["mode_check"]["decode_steps"] == 2
+    assert trace.error is None, trace.error
+    assert (trace.mode, trace.emulation) == (timed, LABEL)
+    assert trace.mode_check.ok is True
+    assert trace.mode_check.replay_steps == trace.mode_check.decode_steps == 2
     # no eager per-layer attribution anywhere: the trace has no layer annotations, and the per-layer tables
     # carry the note (emulation included) instead of rows per layer
     assert parse_trace_path(run_dir / "trace")["layer"].isna().all()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -132,17 +132,20 @@ CASES = [
     Case("moe-imbalance", moe_imbalance, _run("r", expert_load=_expert_load([150, 30, 30, 30, 30, 30, 30, 10])),
          _run("r", expert_load=_expert_load([43, 42, 42, 43, 42, 43, 42, 43])), "3.53x in prefill layer 1"),
     Case("toggle-inactive", lambda run: toggles_inactive([run]),
-         replace(_run("r"), plan=_plan(set(), {"graph_mode": "needs grouped_moe on"})),
-         replace(_run("r"), plan=_plan({"graph_mode"})), "needs grouped_moe on"),
+         _run("r").replace(plan=_plan(set(), {"graph_mode": "needs grouped_moe on"})),
+         _run("r").replace(plan=_plan({"graph_mode"})), "needs grouped_moe on"),
     Case("trace-contradicts-plan", trace_contradicts_plan,
          _run("r", trace={"plan_mismatches": ["fused_attention on, but no fused attention ops in attention scopes"],
-                          "mode_check": {"ok": True}}),
-         _run("r", trace={"plan_mismatches": [], "mode_check": {"ok": True}}), "no fused attention ops"),
+                          "mode_check": {"mode": "eager", "ok": None, "line": "eager: no replay to look for"}}),
+         _run("r", trace={"plan_mismatches": [], "mode_check": {"mode": "eager", "ok": None, "line": "eager"}}),
+         "no fused attention ops"),
     Case("trace-contradicts-plan", trace_contradicts_plan,
          _run("r", trace={"plan_mismatches": [], "mode_check": {
-             "ok": False, "line": "graph mode (inductor) planned, but 2 of 3 profiled decode steps replayed no "
-                                  "captured graph (they ran eagerly)"}}),
-         _run("r", trace={"plan_mismatches": [], "mode_check": {"ok": True, "line": "replayed"}}), "2 of 3"),
+             "mode": "inductor", "ok": False,
+             "line": "graph mode (inductor) planned, but 2 of 3 profiled decode steps replayed no captured graph "
+                     "(they ran eagerly)"}}),
+         _run("r", trace={"plan_mismatches": [], "mode_check": {"mode": "inductor", "ok": True,
+                                                                "line": "replayed"}}), "2 of 3"),
     Case("toggle-slower", toggles_slower, _blocks_pair(1.25), _blocks_pair(0.8), "0.80x"),
 ]
 
@@ -166,7 +169,7 @@ def test_every_rule_has_a_case_and_a_documented_section():
 
 def test_a_toggle_added_to_a_plan_and_measured_slower_is_found():
     base, rope = _blocks_pair(0.8, "fused_rope")
-    both = replace(_run("both", {"fused_rope", "graph_mode"}), samples={
+    both = _run("both", {"fused_rope", "graph_mode"}).replace(samples={
         "ttft_ms": rope.samples["ttft_ms"], "tpot_ms": [t * 1.3 for t in rope.samples["tpot_ms"]]},
         blocks=rope.blocks)
     found = [f for f in toggles_slower([base, rope, both]) if f.message.startswith("graph_mode added to")]
@@ -176,7 +179,7 @@ def test_a_toggle_added_to_a_plan_and_measured_slower_is_found():
 def test_folder_findings_order_by_severity_and_fold_past_the_cap():
     runs = [_run(f"r{i}", trace={"plan_mismatches": [f"grouped_moe on, but no grouped-matmul kernels ({i})"]})
             for i in range(5)]
-    runs.append(replace(_run("x"), plan=_plan(set(), {"chunk_gdr": "not used on Ascend 950"})))
+    runs.append(_run("x").replace(plan=_plan(set(), {"chunk_gdr": "not used on Ascend 950"})))
     tables = {"r0": {"idle": _idle(500.0)}}
     findings = folder_findings(runs, tables)
     assert [f.rule for f in findings] == ["trace-contradicts-plan"] * 4 + ["toggle-inactive", "host-bound-decode"]

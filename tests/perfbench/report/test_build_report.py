@@ -195,7 +195,7 @@ def test_no_traces_and_no_scenario(tmp_path, make_folder, planted):
     text = build_report(folder).read_text()
     assert "No trace tables found" in text
     assert "No scenario.json in this folder." in text
-    assert "All 2 runs finished ok." in text
+    assert "All 2 runs finished ok and measured what they were asked." in text
 
 
 def test_damaged_scenario_json_is_reported_not_fatal(tmp_path, make_folder):
