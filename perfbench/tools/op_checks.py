@@ -105,13 +105,15 @@ class OpCheck:
                 err = max(err, diff.max().item() / max(1.0, e.abs().max().item()))
         return err
 
-    def time(self, gen: torch.Generator, device: str, repeats: int) -> tuple[float, float]:
+    def time(self, gen: torch.Generator, device: str, repeats: int, warm_up: bool = True) -> tuple[float, float]:
         """Median seconds of the fast op and of its reference (the fallback), both on `device` in `dtype`, after
-        one untimed call each; bounded by device synchronization (model.backend.timed)."""
+        one untimed call each (`warm_up`; a caller that just ran `run` has had it); bounded by device
+        synchronization (model.backend.timed)."""
         args = self._place(self.make_inputs(gen), device, self.dtype)
         medians = []
         for fn in (self.fast, self.ref):
-            fn(*args)
+            if warm_up:
+                fn(*args)
             medians.append(statistics.median(timed(device.split(":")[0], lambda f=fn: f(*args))[1]
                                              for _ in range(repeats)))
         return medians[0], medians[1]

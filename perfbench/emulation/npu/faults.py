@@ -117,8 +117,8 @@ def guarded_kernel(name: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
 
     def run(*args: Any, **kwargs: Any) -> Any:
         if _has("op_raises", name):
-            raise InjectedFault(f"{name}: injected fault op_raises:{name} ({ENV_VAR}) in "
-                                f"{describe_call(name, args, kwargs, arg_names)}{_where()}")
+            raise InjectedFault(f"{name}: injected fault op_raises ({ENV_VAR}){_where()} in "
+                                f"{describe_call(name, args, kwargs, arg_names)}")
         out = kernel(*args, **kwargs)
         if _has("op_numerics", name):
             _double_first_output(out)
