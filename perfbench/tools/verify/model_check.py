@@ -133,13 +133,16 @@ def check_model(ctx: VerifyContext, log: list[str]) -> list[Check]:
         except Exception as exc:  # noqa: BLE001 - without a reference no case can be compared
             checks.append(failed_check(f"{model.name}/all off (reference)", exc, log, detail="the all-off model"))
             continue
-        cases = [run_case(ctx, model, case, ref, log) for case in model_cases(ctx.options.quick)]
-        numerics = [c for c in cases if c.status == FAIL and c.data.get("ok") is False]
-        if numerics and ctx.options.quick:  # the full run has the single-toggle cases already
-            culprits = localize(ctx, model, ref, log)
+        cases = model_cases(ctx.options.quick)
+        results = [run_case(ctx, model, case, ref, log) for case in cases]
+        numerics = [c for c in results if c.status == FAIL and c.data.get("ok") is False]
+        if numerics:  # name the toggles (and ops) that break the logits: the full run has single-toggle cases
+            culprits = localize(ctx, model, ref, log) if ctx.options.quick else [
+                case.focus for case, c in zip(cases, results)
+                if case.focus and case.exe_mode == "eager" and c in numerics]
             for c in numerics:
                 c.op = ", ".join(op for t in culprits for op in TOGGLES[t].npu_ops)
                 c.error += f"; alone, {', '.join(culprits)} disagree" if culprits else "; no toggle alone disagrees"
-        checks += cases
+        checks += results
     return checks
 

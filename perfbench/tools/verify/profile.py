@@ -49,17 +49,18 @@ def profile_case(ctx: VerifyContext, model: ModelUnderTest, case: Case, log: lis
     name = f"{model.name}/{case.name}"
     run_id = f"{model.name}-{slug(case.name)}"
     run_dir = ctx.work_dir / "profile" / run_id
+    spec = _spec(model, case, run_id)
     built = None
     try:
-        built = ctx.build(model, case.toggles, _spec(model, case, run_id).exe_mode)
+        built = ctx.build(model, case.toggles, spec.exe_mode)
         if case.focus and not built.plan.on(case.focus):
             decision = built.plan.decisions[case.focus]
             return Check(name, SKIPPED, f"{case.focus} {decision.state}: {decision.reason}")
         ids, seq_lens = built.pad_prompts(PROMPTS)
         cache = built.new_cache(ids.shape[0], ids.shape[1] + NEW_TOKENS)
         run_iteration(built, ids, seq_lens, cache, NEW_TOKENS)  # untimed: graph capture happens here
-        record = profile_iteration(built, ids, seq_lens, cache, Workload(PROMPTS, NEW_TOKENS), run_dir,
-                                   _spec(model, case, run_id), ctx.caps)
+        record = profile_iteration(built, ids, seq_lens, cache, Workload(PROMPTS, NEW_TOKENS), run_dir, spec,
+                                   ctx.caps)
     except Exception as exc:  # noqa: BLE001 - every plan reports, the next one runs
         op, call = capture_failure(case, exc) if case.graph and is_capture_failure(exc) else ("", "")
         return failed_check(name, exc, log, op=op, call=call, detail="the profiled iteration did not run")

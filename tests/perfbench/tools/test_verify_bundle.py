@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from perfbench.tools.verify.read import load_summary
 from perfbench.tools.verify.summary import FAIL, PASS, SKIPPED, Check, ItemResult, Summary, render
 from perfbench.tools.verify.traces import trim_trace_file
 from tests.cli_helpers import one_error_line
+from tests.perfbench.test_torch_free import BLOCKER, REPO
 
 
 def _summary(items: list[ItemResult], emulation: str | None = "emulated npu (910b)") -> Summary:
@@ -119,3 +122,18 @@ def test_read_takes_no_other_option(tmp_path: Path):
     write_summary(tmp_path / "v", _summary([]))
     line = one_error_line(CliRunner().invoke(main, ["verify", "--read", str(tmp_path / "v"), "--quick"]))
     assert "--read takes no other option" in line
+
+
+def test_read_imports_no_torch(tmp_path: Path):
+    """The read path on its own, fast (the emulated end-to-end test reads a real bundle the same way)."""
+    summary = _summary([ItemResult.of_checks("ops", [Check("a", PASS)], 1.0)])
+    write_summary(tmp_path / "v", summary)
+    archive, _ = pack(tmp_path / "v", cap_bytes=10**6)
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    read = subprocess.run([sys.executable, "-m", "perfbench.cli", "verify", "--read", str(archive)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert read.stdout == render(summary) + "\n"
+    probe = subprocess.run([sys.executable, "-c", "import torch"], env=env, capture_output=True, text=True)
+    assert "torch is blocked" in probe.stderr
