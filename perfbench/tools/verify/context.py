@@ -7,7 +7,7 @@ attention), bf16 (FIA has no fp32), dummy seeded weights:
 
 - `tiny`: the tiny preset's other dims (4 heads, 16 experts top-4), in every run;
 - `35b-slice` (not with --quick): Qwen3.5-35B-A3B at full width (hidden 2048, 16 heads, 256 experts top-8, the
-  full vocabulary) cut to two layers, about 3 B parameters (6 GB in bf16): one device holds it.
+  full vocabulary) cut to two layers, 2.7 B parameters (5.4 GB in bf16): one device holds it.
 """
 
 from __future__ import annotations
