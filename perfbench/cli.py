@@ -250,13 +250,9 @@ def verify(platform: str, devices: int, quick: bool, out_dir: str | None, items:
         if emulate_npu or quick or out_dir or items or devices != 1 or platform != "auto":
             raise UserError("--read takes no other option: it only prints the bundle's summary")
         sys.exit(read_bundle(Path(bundle)))
-    from perfbench.tools.verify.context import VerifyOptions
-    from perfbench.tools.verify.runner import check_fault_hook, parse_items, run_verify
+    from perfbench.tools.verify.runner import options_of, run_verify
 
-    options = VerifyOptions(platform=emulate_npu or platform, devices=devices, quick=quick, items=parse_items(items))
-    if emulate_npu and platform not in ("auto", emulate_npu):
-        raise UserError(f"--platform {platform} contradicts --emulate-npu {emulate_npu}")
-    check_fault_hook(emulate_npu)
+    options = options_of(platform, devices, quick, items, emulate_npu)  # every usage error before any work
     if emulate_npu:
         _activate_emulator(emulate_npu)
     sys.exit(run_verify(options, Path(out_dir) if out_dir else None))

@@ -64,6 +64,15 @@ def check_fault_hook(emulate: str | None) -> None:
         raise UserError(str(err)) from None
 
 
+def options_of(platform: str, devices: int, quick: bool, items: str | None, emulate: str | None) -> VerifyOptions:
+    """The command line's options, checked: --items, --platform against --emulate-npu, the fault hook."""
+    if emulate and platform not in ("auto", emulate):
+        raise UserError(f"--platform {platform} contradicts --emulate-npu {emulate}")
+    options = VerifyOptions(platform=emulate or platform, devices=devices, quick=quick, items=parse_items(items))
+    check_fault_hook(emulate)
+    return options
+
+
 def _prepare_out(path: Path) -> Path:
     """An empty or new folder, or an earlier verify folder (its bundle parts are replaced)."""
     out = check_output_dir(path)
