@@ -48,8 +48,10 @@ def versions(ctx: VerifyContext) -> dict[str, str | None]:
 def snapshot(ctx: VerifyContext) -> dict[str, Any]:
     """environment.json: perfbench's run environment, the versions above, and only allow-listed variables."""
     env = collect_environment("npu")
-    env["env"] = allowed_env(os.environ)
-    env.update(versions=versions(ctx), platform=ctx.platform, series=ctx.series)
+    found = versions(ctx)
+    # the module's own versions: an emulated torch_npu (or torchair bundled with torch_npu) is no installed package
+    env.update(env=allowed_env(os.environ), versions=found, torch_npu=found["torch_npu"], torchair=found["torchair"],
+               platform=ctx.platform, series=ctx.series)
     return env
 
 
