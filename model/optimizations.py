@@ -120,11 +120,16 @@ def _mc2_platform(ctx: PlanContext) -> str:
     return ""
 
 
-def _no_ep_graph_off_npu(ctx: PlanContext) -> str:
+def _static_ep_exchange(ctx: PlanContext) -> str:
     # Double routing syncs split sizes to the host and the static exchange compacts rows by a mask: both have
-    # data-dependent shapes that inductor cannot capture in one static graph (torchair captures the NPU ops).
-    if ctx.caps.device != "npu" and ctx.parallel.moe_ep_size > 1:
+    # data-dependent shapes that no static decode graph can capture. On NPU the MC2 dispatch/combine ops are the
+    # static exchange torchair captures; without them (950, or A3 below its hidden size) EP decode stays eager.
+    if ctx.parallel.moe_ep_size <= 1:
+        return ""
+    if ctx.caps.device != "npu":
         return f"needs moe_ep_size == 1 on {ctx.caps.device} (EP exchanges have data-dependent shapes)"
+    if not ctx.on("moe_dispatch_combine"):
+        return "needs moe_dispatch_combine on with moe_ep_size > 1 (double routing syncs split sizes to the host)"
     return ""
 
 
@@ -196,7 +201,7 @@ TOGGLES: dict[str, ToggleSpec] = {
         ToggleSpec("graph_mode", "eager decode step", ("decode",),
                    {"npu": "torchair (exe_mode)", "cuda": "torch.compile + CUDA graphs",
                     "cpu": "torch.compile (inductor, static shapes)"},
-                   requires=(_static_moe, _no_ep_graph_off_npu, _torchair_for_graph, _fia_in_npu_graph,
+                   requires=(_static_moe, _static_ep_exchange, _torchair_for_graph, _fia_in_npu_graph,
                              _inductor_cpu)),
         ToggleSpec("merged_projections", "separate q/k/v, in_proj_qkv/z/b/a, gate/up, router/shared-gate GEMMs",
                    ("prefill", "decode"),

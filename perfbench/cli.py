@@ -1,4 +1,4 @@
-"""`perfbench` command line: run, report, compare, gate, baseline, trace, diff, doctor, list."""
+"""`perfbench` command line: run, ab, report, compare, gate, baseline, trace, diff, doctor, verify, estimate, list."""
 
 from __future__ import annotations
 
@@ -245,6 +245,37 @@ def doctor(check_ops: bool, device: str, emulate_npu: str | None) -> None:
     if emulate_npu:
         _activate_emulator(emulate_npu)
     sys.exit(run_doctor(device=device, check_ops=check_ops))
+
+
+@main.command()
+@click.option("--platform", type=click.Choice(["auto", *EMULATED_NPU_PLATFORMS]), default="auto", show_default=True,
+              help="The platform whose rules apply; auto: the device's (must match it when given).")
+@click.option("--devices", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Devices to use; 2 or more adds the parallel item (TP2, EP2).")
+@click.option("--quick", is_flag=True, help="Tiny model, fewer plans: a few minutes at most.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Bundle folder (default reports/verify-<platform>-<time>); DIR.tar.gz goes beside it.")
+@click.option("--items", help="Comma-separated items to run (default all): environment,ops,model,parallel,profile.")
+@click.option("--read", "bundle", type=click.Path(exists=True),
+              help="Print the summary of a bundle (DIR.tar.gz or DIR); needs no torch.")
+@EMULATE_NPU
+@user_errors
+def verify(platform: str, devices: int, quick: bool, out_dir: str | None, items: str | None, bundle: str | None,
+           emulate_npu: str | None) -> None:
+    """First day on an Ascend machine: environment, ops, model, parallel and profile checks, a one-page summary
+    and a bundle to attach. Exit 0 all passed, 1 something failed, 2 usage error (docs/verify.md)."""
+    if bundle:
+        from perfbench.tools.verify.read import read_bundle
+
+        if emulate_npu or quick or out_dir or items or devices != 1 or platform != "auto":
+            raise UserError("--read takes no other option: it only prints the bundle's summary")
+        sys.exit(read_bundle(Path(bundle)))
+    from perfbench.tools.verify.runner import options_of, run_verify
+
+    options = options_of(platform, devices, quick, items, emulate_npu)  # every usage error before any work
+    if emulate_npu:
+        _activate_emulator(emulate_npu)
+    sys.exit(run_verify(options, Path(out_dir) if out_dir else None))
 
 
 @main.command()

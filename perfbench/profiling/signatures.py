@@ -72,6 +72,9 @@ _LINEAR = r"^aten::linear$"
 # NPU ops: the kernel names of a device trace, or the npu::npu_* host ops of an emulated one (host only)
 _NPU_FIA = r"FusedInferAttentionScore|IncreFlashAttention|PromptFlashAttention|npu_fused_infer_attention_score"
 _NPU_SOFTMAX = r"SoftmaxV2|^Softmax"
+# the unfused path's softmax: the kernel on hardware, the aten op in an emulated (host-only) trace. Only for the
+# off side: an emulated FIA kernel's own softmax runs as nested aten ops, which the on side must not count
+_NPU_SOFTMAX_UNFUSED = _NPU_SOFTMAX + r"|^aten::_softmax$"
 _NPU_GMM = r"GroupedMatmul|npu_grouped_matmul"
 _NPU_RMSNORM = r"RmsNorm|npu_(?:add_)?rms_norm"
 _NPU_ROPE = r"RotaryMul|RotaryPositionEmbedding|npu_rotary_mul"
@@ -117,7 +120,7 @@ SIGNATURES: dict[str, dict[str, Signature]] = {
         "npu": Signature(
             on=(present("fused attention kernels in attention scopes", _NPU_FIA, "attn"),
                 absent("separate softmax kernels in attention scopes", _NPU_SOFTMAX, "attn")),
-            off=(present("softmax kernels in attention scopes", _NPU_SOFTMAX, "attn"),
+            off=(present("softmax kernels in attention scopes", _NPU_SOFTMAX_UNFUSED, "attn"),
                  absent("fused attention kernels in attention scopes", _NPU_FIA, "attn"))),
     },
     "fused_rmsnorm": {

@@ -102,6 +102,19 @@ def test_graph_mode_reads_the_grouped_moe_decision_not_the_request() -> None:
     assert "needs grouped_moe on" in plan.decisions["graph_mode"].reason
 
 
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_ep_graph_mode_needs_the_mc2_exchange(platform: str) -> None:
+    # a perfbench verify full run (--emulate-npu 950) found EP2 + graph mode failing its capture without MC2
+    graph = decision("graph_mode", npu(platform), EP2)
+    if platform == "950":  # MC2 is not documented there: the double-routing exchange would sync with the host
+        assert graph.state == "inactive" and "needs moe_dispatch_combine on" in graph.reason
+    else:
+        assert graph.state == "on"
+    no_mc2 = decision("graph_mode", npu(platform), EP2, request={"graph_mode": True, "grouped_moe": True})
+    assert no_mc2.state == "inactive" and "double routing syncs split sizes" in no_mc2.reason
+    assert decision("graph_mode", npu(platform), TP2).state == "on"
+
+
 def test_npugraph_ex_cannot_capture_fused_attention() -> None:
     with_fia = decision("graph_mode", npu("A2"), exe_mode="npugraph_ex")
     assert with_fia.state == "inactive" and "npugraph_ex" in with_fia.reason

@@ -31,9 +31,10 @@ def activate(key: str) -> Platform:
     """Install the emulator for platform `key` ("910b", "910_93", "950") in this process (and its children)."""
     import torch
 
-    from perfbench.emulation.npu import compiler, hccl, modules, registry
+    from perfbench.emulation.npu import compiler, faults, hccl, modules, registry
 
     p = platform(key)
+    faults.load_from_env()  # PERFBENCH_VERIFY_FAULT, a test hook (faults.py); before the modules list the ops
     set_active(p)
     if torch._C._get_privateuse1_backend_name() != "npu":
         torch.utils.rename_privateuse1_backend("npu")
@@ -54,9 +55,10 @@ def _no_accelerator() -> bool:
 
 def deactivate() -> None:
     """Remove the fake modules and torch.npu (the op registrations and the 'npu' device name stay)."""
-    from perfbench.emulation.npu import modules
+    from perfbench.emulation.npu import faults, modules
 
     modules.uninstall()
+    faults.install(())
     set_active(None)
     os.environ.pop(ENV_VAR, None)
 

@@ -18,7 +18,7 @@ import torch
 from torch.fx import GraphModule
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from perfbench.emulation.npu import rules
+from perfbench.emulation.npu import faults, rules
 
 _AIR_OPS = ("npu_fused_infer_attention_score", "npu_fused_infer_attention_score_v2")
 _LENGTH_ARGS = ("actual_seq_lengths", "actual_seq_lengths_kv", "actual_seq_qlen", "actual_seq_kvlen",
@@ -113,6 +113,7 @@ def get_npu_backend(*, compiler_config: CompilerConfig | None = None,
     config = compiler_config or CompilerConfig()
 
     def ge_backend(gm: GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        faults.check_graph_capture("ge")
         _check_static(example_inputs)
         _check_no_host_values(gm)
         if config.mode != "max-autotune":
@@ -137,6 +138,7 @@ def cache_compile(func: Callable[..., Any], *, config: CompilerConfig | None = N
 def npugraph_ex_backend(gm: GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None
                         ) -> Callable[..., Any]:
     """The "npugraph_ex" dynamo backend (aclgraph capture): static shapes, no air-op conversion."""
+    faults.check_graph_capture("npugraph_ex")
     _check_static(example_inputs)
     _check_no_host_values(gm)
     return gm.forward

@@ -15,13 +15,14 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from perfbench.emulation.npu import rules
+from perfbench.emulation.npu import faults, rules
 
 NAME_PREFIX = "emulated_hccl:"
 _registered: list[bool] = []
 
 
 def _create_gloo(store: dist.Store, rank: int, size: int, timeout: object) -> dist.ProcessGroup:
+    faults.check_rank_alive(rank)  # rank_dies:R (a test hook) ends rank R here
     return dist.ProcessGroupGloo(store, rank, size, timeout)
 
 

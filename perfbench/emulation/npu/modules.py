@@ -17,7 +17,7 @@ import torch
 
 from perfbench.emulation.npu import compiler, profiler, runtime
 from perfbench.emulation.npu.platforms import Platform
-from perfbench.emulation.npu.registry import registered_ops
+from perfbench.emulation.npu.registry import exposed_ops
 
 TORCH_NPU_VERSION = "2.14.0"
 
@@ -43,7 +43,7 @@ def build_modules(p: Platform) -> dict[str, Any]:
     torch_npu = _module("torch_npu", f"torch_npu {TORCH_NPU_VERSION} API, {p.label}: ops run on CPU")
     torch_npu.__version__ = TORCH_NPU_VERSION  # type: ignore[attr-defined]
     torch_npu.__emulated__ = p.label  # type: ignore[attr-defined]
-    for name in registered_ops():
+    for name in exposed_ops():
         setattr(torch_npu, name, getattr(torch.ops.npu, name))
     prof = profiler.build_module()
     torch_npu.profiler = prof  # type: ignore[attr-defined]

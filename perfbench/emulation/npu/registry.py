@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from perfbench.emulation.npu import kernels, meta
+from perfbench.emulation.npu import faults, kernels, meta
 from perfbench.emulation.npu.schemas import schema_strings
 
 _libraries: list[torch.library.Library] = []  # kept alive: a Library's registrations die with it
@@ -43,7 +43,8 @@ def register() -> None:
     npu = torch.library.Library("npu", "DEF")
     for name, schema in strings["npu"].items():
         npu.define(schema)
-        npu.impl(name, getattr(kernels, name), "CPU")
+        # faults (PERFBENCH_VERIFY_FAULT, a test hook) are looked up at call time; none: the kernel as is
+        npu.impl(name, faults.guarded_kernel(name, getattr(kernels, name)), "CPU")
         torch.library.register_fake(f"npu::{name}", getattr(meta, name), lib=npu)
     air = torch.library.Library("air", "DEF")
     for name, schema in strings["air"].items():
@@ -53,5 +54,7 @@ def register() -> None:
     _libraries.extend((npu, air))
 
 
-def registered_ops() -> list[str]:
-    return list(schema_strings()["npu"])
+def exposed_ops() -> list[str]:
+    """The ops torch_npu exposes under the emulator: all of schemas.yaml but an injected op_missing."""
+    missing = faults.missing_ops()
+    return [name for name in schema_strings()["npu"] if name not in missing]

@@ -152,6 +152,16 @@ def test_emulated_fused_comm_op_missing_is_reported(tmp_path, toggle, removed, l
     assert mismatches(check_plan(events, EMULATED_PLAN, "npu")) == [line]
 
 
+def test_emulated_unfused_attention_shows_its_host_softmax(tmp_path):
+    # an emulated trace has host ops only: the unfused path's softmax is aten::_softmax, not a SoftmaxV2 kernel
+    events = parse_chrome_trace(_emulated_without(tmp_path, r"npu_fused_infer_attention_score"))
+
+    assert mismatches(check_plan(events, {**EMULATED_PLAN, "fused_attention": "off"}, "npu")) == []
+    softmax_free = parse_chrome_trace(_emulated_without(tmp_path, r"npu_fused_infer_attention_score|softmax"))
+    assert mismatches(check_plan(softmax_free, {**EMULATED_PLAN, "fused_attention": "off"}, "npu")) == [
+        "fused_attention off, but no softmax kernels in attention scopes"]
+
+
 def test_emulated_fused_comm_ops_under_an_off_plan_are_reported():
     plan = {**EMULATED_PLAN, "mm_all_reduce": "off", "moe_dispatch_combine": "inactive"}
 

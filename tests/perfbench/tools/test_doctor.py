@@ -78,7 +78,8 @@ def test_doctor_check_ops_passes_on_every_emulated_platform(platform):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [line for line in proc.stdout.splitlines() if line.rstrip().endswith(("ok", "MISMATCH"))
             or "FAILED" in line]
-    assert len(rows) == 11 and all(line.rstrip().endswith("ok") for line in rows), proc.stdout
+    # 9 families + gdr_decode, route, write_kv + the TND attention prefill, decode and KV write
+    assert len(rows) == 15 and all(line.rstrip().endswith("ok") for line in rows), proc.stdout
     assert {line.split()[0] for line in rows} >= {"attention_prefill", "attention_decode", "gdr_prefill"}
     assert f"emulated npu ({platform})" in proc.stdout
     bf16 = [line for line in rows if line.startswith(("attention", "gdr_prefill"))]

@@ -1,0 +1,86 @@
+"""One rank of verify's parallel item, started by torchrun (parallel.py):
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m perfbench.tools.verify.rank_worker SPEC
+
+SPEC (JSON) names the model's config.json, the prompts, the all-off model's greedy tokens and the cases
+({name, parallel, toggles, exe_mode}). Every rank builds each case's model on its devices and decodes the tokens
+teacher-forced; rank 0 writes `<case>.pt` (logits) and `<case>.json` (plan). A failing case writes
+`<case>.rank<R>.error.json` (op, call, error, traceback) and ends the job: the other ranks would wait in a
+collective. Each rank keeps the call it is about to make in `rank<R>.stage`, so a rank that dies is reported
+with what it was doing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from model.backend import detect_capabilities, dist_backend
+from model.modeling import Qwen3_5MoeForCausalLM
+from model.parallel import local_rank, set_local_device
+from perfbench.emulation.npu import activate_from_env, tensor_device
+from perfbench.tools.verify.failures import NpuCallRecorder, describe
+from perfbench.tools.verify.numerics import forced_logits
+
+
+def _stage(out: Path, rank: int, text: str) -> None:
+    (out / f"rank{rank}.stage").write_text(text)
+
+
+def main(spec_path: Path) -> None:
+    activate_from_env()  # PERFBENCH_EMULATE_NPU: the emulator (and its injected faults) before the model
+    spec = json.loads(spec_path.read_text())
+    out = Path(spec["out"])
+    rank = int(os.environ["RANK"])
+    torch.set_num_threads(1)
+    caps = detect_capabilities("npu")
+    _stage(out, rank, f"init_process_group(backend={dist_backend('npu')!r})")
+    set_local_device("npu")
+    dist.init_process_group(backend=dist_backend("npu"))
+    for case in spec["cases"]:
+        recorder = NpuCallRecorder() if case["exe_mode"] == "eager" else None
+        call = (f"Qwen3_5MoeForCausalLM.from_pretrained(..., optimizations={case['toggles']}, "
+                f"parallel_config={case['parallel']}, exe_mode={case['exe_mode']!r})")
+        try:
+            _stage(out, rank, f"{case['name']}: {call}")
+            exe_mode = "ge_graph" if case["exe_mode"] == "eager" else case["exe_mode"]
+            model = Qwen3_5MoeForCausalLM.from_pretrained(
+                spec["model"], dtype=torch.bfloat16, device=tensor_device("npu"), optimizations=case["toggles"],
+                parallel_config=case["parallel"], dummy_weights=True, seed=0, caps=caps, exe_mode=exe_mode)
+            _stage(out, rank, f"{case['name']}: teacher-forced decode of {len(spec['tokens'])} prompts")
+            with recorder or contextlib.nullcontext():
+                logits = forced_logits(model, spec["tokens"], spec["prompts"])
+            if rank == 0:
+                torch.save(logits, out / f"{case['name']}.pt")
+                plan = {n: {"state": d.state, "reason": d.reason, "impl": d.impl}
+                        for n, d in model.plan.decisions.items()}
+                (out / f"{case['name']}.json").write_text(json.dumps(plan))
+            del model
+            gc.collect()
+        except Exception as exc:  # noqa: BLE001 - recorded for the parent, then the job ends
+            failure = describe(exc, recorder)
+            record = {"case": case["name"], "rank": rank, "op": failure.op, "call": failure.call,
+                      "error": failure.error, "traceback": traceback.format_exc()}
+            (out / f"{case['name']}.rank{rank}.error.json").write_text(json.dumps(record))
+            sys.stderr.write(record["traceback"])
+            sys.stderr.flush()
+            os._exit(1)
+    _stage(out, rank, "done: final all_reduce")
+    # every rank is done before any leaves (dist.barrier asks for an accelerator the emulator does not register)
+    dist.all_reduce(torch.zeros(1, device=tensor_device(f"npu:{local_rank()}")))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # NOTE: no process-group teardown, as tests/model/parallel_worker.py: gloo aborted now and then at teardown
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
