@@ -1,6 +1,6 @@
 """End to end, as CI runs it: the smoke scenario through the real CLI, then gated against the committed
 baseline (baselines/ci_smoke) with deterministic and within-run-ratio rules
-(perfbench/scenarios/gates/ci_smoke_gate.yaml).
+(gates/ci_smoke_gate.yaml).
 The baseline may come from another CPU model: deterministic rules compare across machines, timing rules do not.
 
 After an intentional change of what the smoke scenario executes (e.g. a fused path with fewer ops), refresh
@@ -42,7 +42,7 @@ def test_smoke_scenario_runs_and_passes_the_gate(tmp_path):
     summary = tmp_path / "gate.md"
     gate = subprocess.run([sys.executable, "-m", "perfbench.cli", "gate",
                            "--baseline", str(ROOT / "baselines/ci_smoke"), "--current", str(out),
-                           "--rules", str(ROOT / "perfbench/scenarios/gates/ci_smoke_gate.yaml"),
+                           "--rules", str(ROOT / "gates/ci_smoke_gate.yaml"),
                            "--summary", str(summary)], capture_output=True, text=True, timeout=300)
     # 0 pass; 3 inconclusive is allowed only for the within-run timing rule (a busy machine cannot decide it),
     # never for the deterministic rules, which must pass on any CPU model

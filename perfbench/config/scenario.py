@@ -34,7 +34,7 @@ from perfbench.config.schema import (
 from perfbench.errors import UserError
 
 # Shipped as package data, so a plain (non-editable) install finds them too.
-SCENARIOS_DIR = Path(str(importlib.resources.files("perfbench") / "scenarios"))
+SCENARIOS_DIR = Path(str(importlib.resources.files("perfbench.scenarios")))  # scenarios/ in a checkout
 Design = Literal["none", "grid", "one_at_a_time", "leave_one_out", "cumulative", "explicit"]
 ExeMode = Literal["eager", "ge_graph", "npugraph_ex"]
 # What the recipe always runs fused (npu_recipe.md 2.1: no switch, always on at HEAD).
@@ -493,7 +493,7 @@ def _check_cluster(cluster: ClusterSection, world_size: int) -> None:
 
 
 def find_scenario(path_or_name: str | None) -> Path:
-    """A YAML path, or the name of a shipped scenario (perfbench/scenarios/NAME.yaml; default: default_cpu)."""
+    """A YAML path, or the name of a shipped scenario (scenarios/NAME.yaml, installed as perfbench/scenarios; default: default_cpu)."""
     key = path_or_name or "default_cpu"
     path = Path(key).expanduser()
     if path.is_file():

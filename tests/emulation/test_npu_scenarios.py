@@ -12,7 +12,7 @@ from tests.emulation.helpers import perfbench
 
 pytestmark = pytest.mark.npu_emulated
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "perfbench" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 SHIPPED = ["qwen3_5_35b_ep8", "qwen3_5_122b_tp8", "qwen3_5_397b_tp16",
            str(SCENARIOS / "recipe" / "qwen3_5_35b_ep8.yaml")]
 SMALL = ["perfbench.model=tiny", "perfbench.num_layers=4", "parallel_config.world_size=2",

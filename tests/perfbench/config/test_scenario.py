@@ -339,7 +339,7 @@ def test_shipped_scenarios_work_after_a_plain_install(tmp_path):
     repo = Path(__file__).resolve().parents[3]
     # build from a copy: setuptools writes build/ and *.egg-info beside the sources it builds
     source = tmp_path / "source"
-    for name in ("model", "perfbench"):
+    for name in ("model", "perfbench", "scenarios", "gates"):
         shutil.copytree(repo / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(repo / name, source / name)

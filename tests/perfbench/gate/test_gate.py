@@ -23,7 +23,7 @@ from perfbench.gate.rules import RatioRule, default_rules, load_rules, parse_rul
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
 
 REPO = Path(__file__).resolve().parents[3]
-SMOKE_GATE = REPO / "perfbench" / "scenarios" / "gates" / "ci_smoke_gate.yaml"
+SMOKE_GATE = REPO / "gates" / "ci_smoke_gate.yaml"
 
 
 def noisy(rng: np.random.Generator, median: float, n: int, cv: float = 0.06,

@@ -13,7 +13,7 @@ from perfbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 BASELINE = ROOT / "baselines" / "ci_smoke"
-SMOKE_GATE = ROOT / "perfbench" / "scenarios" / "gates" / "ci_smoke_gate.yaml"
+SMOKE_GATE = ROOT / "gates" / "ci_smoke_gate.yaml"
 
 
 def current_from_baseline(tmp_path: Path, edit=None) -> Path:

@@ -1,0 +1,1 @@
+"""Shipped gate rules (YAML) for `perfbench gate --rules`, installed as perfbench.gates."""
