@@ -493,7 +493,7 @@ def _check_cluster(cluster: ClusterSection, world_size: int) -> None:
 
 
 def find_scenario(path_or_name: str | None) -> Path:
-    """A YAML path, or the name of a shipped scenario (scenarios/NAME.yaml, installed as perfbench/scenarios; default: default_cpu)."""
+    """A YAML path, or the name of a shipped scenario (scenarios/NAME.yaml; default: default_cpu)."""
     key = path_or_name or "default_cpu"
     path = Path(key).expanduser()
     if path.is_file():
