@@ -43,7 +43,8 @@ def memory_section(results: Sequence[RunResult]) -> Section:
         "Peak memory of the measured model (MB): the device allocator's peak on CUDA and NPU, the process's "
         "peak resident set on CPU. weights (parameters and buffers) and state (KV cache, GDN conv and recurrent "
         "state) are counted from the tensors; rest = peak - weights - state: activations and workspace, and on "
-        "CPU the Python process itself. graph pool: CUDA graph private pools (empty where the device does not "
+        "CPU the Python process itself (runs timed in one block group share a process, so on CPU they share its "
+        "peak). graph pool: CUDA graph private pools (empty where the device does not "
         "report them). peak_vs_fewest: against the same shape's run with the fewest toggles on.", note=True))
     columns = [Column("run_id"), Column("shape"), Column("toggles_on"), Column("device"),
                *(Column(key) for key in FIELDS), Column("peak_vs_fewest_mb")]

@@ -52,6 +52,18 @@ WRONG_TYPES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
                        "plan.chunk_gdr.requested: expected true or false"),
     "status": (lambda r: r.update(status="great"), "status: expected one of ok, error, timeout, killed"),
     "run-id-number": (lambda r: r.update(run_id=7), "run_id: expected a string"),
+    # the typed parts of a result: unknown keys and wrong types anywhere inside them
+    "summary-unknown-key": (lambda r: r["summary"].update(ttft_median=1.0),
+                            "summary: unknown key 'ttft_median' (known keys: ttft_ms_median,"),
+    "numerics-tokens-text": (lambda r: r["numerics"].update(tokens_match="yes"),
+                             "numerics.tokens_match: expected true or false, got a string 'yes'"),
+    "trace-plan-check-entry": (lambda r: r["trace"].update(plan_check=[{"toggle": "chunk_gdr", "state": "on",
+                                                                        "ok": "fine", "line": ""}]),
+                               "trace.plan_check[0].ok: expected true or false"),
+    "env-count-text": (lambda r: r["env"].update(device_count="2"), "env.device_count: expected an integer"),
+    "failure-kind": (lambda r: r.update(failure={"kind": "crashed", "reason": ""}),
+                     "failure.kind: expected one of startup_fail, plan_refused, benchmark_fail, timeout, oom, "
+                     "numerics_fail, got 'crashed'"),
 }
 
 
@@ -66,6 +78,15 @@ def test_wrong_types_are_refused_naming_file_line_and_field(tmp_path: Path, chan
     with pytest.raises(ValueError) as info:
         load_results(folder)
     assert str(info.value).startswith(f"{folder / 'results.jsonl'}:2.{message}"), str(info.value)
+
+
+def test_an_unknown_top_level_key_is_refused_naming_it(tmp_path: Path) -> None:
+    bad = a_record()
+    bad["comment"] = "x"
+    folder = write_records(tmp_path / "res", bad)
+    with pytest.raises(ValueError) as info:
+        load_results(folder)
+    assert str(info.value).startswith(f"{folder / 'results.jsonl'}:1: unknown key 'comment' (known keys: run_id,")
 
 
 def test_right_types_load_including_non_finite_samples_and_null_summaries(tmp_path: Path) -> None:
