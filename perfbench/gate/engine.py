@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +52,8 @@ from perfbench.gate.checks import (
 from perfbench.gate.rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
 from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text
 from perfbench.results import load_folder as load_result_folder
+from perfbench.results.timestamps import utc_timestamp
+from perfbench.run.git_state import git_state
 
 ENV_SPEC_KEYS = ("device", "dtype", "world_size", "model", "num_layers")
 # Keys of perfbench.environment.collect_environment, compared only where both runs recorded them. Software:
@@ -349,18 +349,14 @@ def _read_provenance(path: Path) -> dict[str, Any] | None:
 
 
 def _git_sha(results: list[RunResult]) -> tuple[str | None, str | None]:
-    """The commit the runs recorded, else HEAD of the working tree at save time (and which one it is)."""
+    """The commit the runs recorded, else perfbench's checkout at save time (and which one it is)."""
     recorded = {str(r.env.git_sha) for r in results if r.env.git_sha}
     if len(recorded) == 1:
         return recorded.pop(), "runs"
     if len(recorded) > 1:
         return ",".join(sorted(recorded)), "runs (several commits)"
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                             check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    return sha.stdout.strip() or None, "working tree at save time"
+    sha, _ = git_state()
+    return (None, None) if sha == "unknown" else (sha, "perfbench's checkout at save time")
 
 
 def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: bool = False) -> Path:
@@ -402,7 +398,7 @@ def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: b
         key = json.dumps(env, sort_keys=True, default=str)
         environments.setdefault(key, {"env": env, "run_ids": []})["run_ids"].append(r.run_id)
     atomic_write_json(dest / "baseline.json", {
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": utc_timestamp(),
         "source": str(folder.resolve()),
         "git_sha": sha,
         "git_sha_source": sha_source,

@@ -5,12 +5,12 @@ run through here; the runner orchestrates the sweep around it.
 
 from __future__ import annotations
 
-import datetime
 import json
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
 from perfbench.results import Failure, RunPlan, RunResult, atomic_write_json
+from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.cluster import NodeLaunch
 from perfbench.run.failure_kinds import of_lost_process
 from perfbench.run.launcher import (
@@ -27,7 +27,7 @@ from perfbench.run.worker import WORKER_BANNER
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return utc_timestamp()
 
 
 def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, started: str,

@@ -6,20 +6,20 @@ missing git or library never costs a measurement.
 
 from __future__ import annotations
 
-import datetime
 import importlib.metadata
 import os
 import platform
 import re
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from perfbench.results.timestamps import utc_timestamp
 from perfbench.roofline.peaks import cpu_model
+from perfbench.run.git_state import git_state
 
 ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_", "NCCL_", "GLOO_")
 # what torchrun gives each rank: its place in a (multi-node) launch; GROUP_RANK is the node's rank. The master
@@ -27,24 +27,6 @@ ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_"
 DISTRIBUTED_NAMES = ("MASTER_ADDR", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                      "GROUP_RANK", "GROUP_WORLD_SIZE")
 ENV_NAMES = ("TASK_QUEUE_ENABLE", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", *DISTRIBUTED_NAMES)
-REPO_DIR = Path(__file__).resolve().parents[2]
-
-
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO_DIR), *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
-def git_state() -> tuple[str, bool | None]:
-    """(commit sha of perfbench's checkout or "unknown", whether tracked files differ from it)."""
-    sha = _git("rev-parse", "HEAD")
-    if not sha:
-        return "unknown", None
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return sha.strip(), (bool(status.strip()) if status is not None else None)
 
 
 def package_version(name: str) -> str | None:
@@ -116,5 +98,5 @@ def collect_environment(device: str, executor: str | None = None) -> dict[str, A
         "executor": executor or os.environ.get("PERFBENCH_EXECUTOR") or "local",
         "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": utc_timestamp(),
     }

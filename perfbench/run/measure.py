@@ -17,7 +17,6 @@ perfbench/run/blocks.py):
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import hashlib
 import os
@@ -41,6 +40,7 @@ from perfbench.analysis import stability, stats
 from perfbench.analysis.expert_load import load_record
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
+from perfbench.results.timestamps import utc_timestamp
 from perfbench.run import failure_kinds, host_load, host_signals
 from perfbench.run.host_probe import HostProbe, speed_change
 from perfbench.run.iteration import Iteration, Workload, make_workload, run_iteration
@@ -215,7 +215,7 @@ class HostWatch:
 
 def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
     """Steps 1-2: the reference logits, the measured model (its plan checked), warm-up and compile."""
-    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started = utc_timestamp()
     t0 = time.perf_counter()
     from perfbench.run.environment import collect_environment  # noqa: PLC0415
 

@@ -20,6 +20,7 @@ from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, s
 from perfbench.errors import UserError
 from perfbench.output_paths import check_output_dir
 from perfbench.results import RunResult, atomic_write_json, load_results, write_results
+from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.cluster import NodeLaunch, launch_for
 from perfbench.run.environment import collect_environment
 from perfbench.run.executors.base import Executor
@@ -37,7 +38,7 @@ def _say(text: str, end: str = "\n") -> None:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return utc_timestamp()
 
 
 def _duration(seconds: float) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import gc
 import json
 import os
@@ -39,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
+from perfbench.results.timestamps import utc_timestamp
 from perfbench.run import failure_kinds
 from perfbench.run.cluster import is_result_writer
 
@@ -83,7 +83,7 @@ def inject_fault(fault: str | None) -> None:
 
 def run(spec: RunSpec, run_dir: Path) -> RunResult:
     """Measure one spec; an exception becomes an "error" result carrying the traceback."""
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = utc_timestamp()
     t0 = time.monotonic()
     try:
         inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))
@@ -113,7 +113,7 @@ def _finalize(result: RunResult, spec: RunSpec, started: str, t0: float) -> RunR
 
 def run_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunResult]:
     """Measure a block group; a failure before any run is prepared becomes an "error" result for each."""
-    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    started = utc_timestamp()
     t0 = time.monotonic()
     try:
         inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))

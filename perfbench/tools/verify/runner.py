@@ -21,6 +21,7 @@ import torch
 from perfbench.emulation.npu import faults
 from perfbench.errors import UserError
 from perfbench.output_paths import check_output_dir
+from perfbench.results.timestamps import utc_timestamp
 from perfbench.tools.verify.bundle import FULL_CAP_BYTES, QUICK_CAP_BYTES, pack, write_json, write_log, write_summary
 from perfbench.tools.verify.context import VerifyContext, VerifyOptions
 from perfbench.tools.verify.environment import check_environment, snapshot
@@ -120,7 +121,7 @@ def run_verify(options: VerifyOptions, out_dir: Path | None) -> int:
             write_log(ctx.out_dir, name, log)
             results.append(result)
         summary = Summary(
-            started=stamp.isoformat(timespec="seconds"), platform=ctx.platform, series=ctx.series,
+            started=utc_timestamp(stamp), platform=ctx.platform, series=ctx.series,
             device_name=ctx.caps.device_name, device_count=torch.npu.device_count(),  # type: ignore[attr-defined]
             emulation=ctx.emulation, quick=options.quick, devices=options.devices,
             faults=[str(f) for f in faults.active()] if ctx.emulation else [],

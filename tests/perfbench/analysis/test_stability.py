@@ -130,10 +130,12 @@ def _run_tiny(tmp_path: Path, out: Path) -> tuple[subprocess.CompletedProcess, d
 @pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux /proc")
 def test_a_run_beside_a_cpu_hog_is_flagged_unstable_everywhere_and_the_same_run_alone_is_not(tmp_path):
     proc, row = _run_tiny(tmp_path, tmp_path / "alone")
-    # alone, the machine is quiet: no host criterion holds. (Its samples may still be judged noisy: on a shared
-    # VM a 20-iteration run of 3 ms iterations can drift by a third with nothing else running.)
+    # alone, no other process competes: the contention criterion does not hold. (The hypervisor may still steal
+    # time from the VM, outside anything this test controls, and the samples may still be judged noisy: on a
+    # shared VM a 20-iteration run of 3 ms iterations can drift by a third with nothing else running.)
     (alone,) = load_results(tmp_path / "alone")
-    assert host_reasons(alone.summary) == [] and alone.summary.host_other_cores is not None
+    assert alone.summary.host_other_cores is not None
+    assert not [r for r in host_reasons(alone.summary) if "other processes kept" in r]
     assert "other processes kept" not in row["unstable_reason"] + proc.stdout + proc.stderr
     assert "other processes kept" not in (tmp_path / "alone" / "report.html").read_text()
     # one spinner more than CPUs, each in its own session (outside the run's process group): with one per CPU the

@@ -7,7 +7,6 @@ import re
 
 import torch
 
-from perfbench.run import environment
 from perfbench.run.environment import cann_version, collect_environment
 
 
@@ -43,5 +42,7 @@ def test_cann_version_from_the_toolkit_folder(tmp_path, monkeypatch):
 
 
 def test_git_state_without_git_is_unknown(monkeypatch):
-    monkeypatch.setattr(environment, "_git", lambda *args: None)
-    assert environment.git_state() == ("unknown", None)
+    from perfbench.run import git_state
+
+    monkeypatch.setattr(git_state, "_git", lambda *args: None)
+    assert git_state.git_state() == ("unknown", None)
