@@ -159,19 +159,3 @@ def failures_section(results: Sequence[RunResult]) -> Section:
         if "\n" in row["full_error"]:
             section.blocks.append(Preformatted(f"{row['run_id']}: full error", row["full_error"]))
     return section
-    if not failed:
-        section.blocks.append(Text(f"All {len(results)} runs finished ok."))
-        return section
-    rows = []
-    for r in failed:
-        error = (r.error or "").strip()
-        rows.append({"run_id": r.run_id, "status": r.status, "shape": r.shape().label(),
-                     "requested_on": combo_label(r.spec.requested_on()),
-                     "error": error.splitlines()[-1] if error else "(no error text)", "full_error": error})
-    columns = [Column("run_id"), Column("status"), Column("shape"), Column("requested_on"),
-               Column("error", title_key="full_error")]
-    section.blocks.append(Table("failures", columns, rows))
-    for row in rows:
-        if "\n" in row["full_error"]:
-            section.blocks.append(Preformatted(f"{row['run_id']}: full error", row["full_error"]))
-    return section

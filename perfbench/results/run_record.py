@@ -22,7 +22,7 @@ from perfbench.results.records import (
     Summary,
     TraceRecord,
 )
-from perfbench.results.validation import record_error
+from perfbench.results.validation import json_kind, record_error
 from perfbench.results.versions import SCHEMA_VERSION, migrate
 
 if TYPE_CHECKING:
@@ -45,8 +45,6 @@ CSV_COLUMNS = (
 def _validated(model: type[BaseModel], raw: Any, where: str) -> Any:
     """`raw` (parsed JSON) as `model`, strictly: a wrong type or an unknown key is one ValueError line."""
     if not isinstance(raw, dict):
-        from perfbench.results.validation import json_kind  # noqa: PLC0415
-
         raise ValueError(f"{where}: expected an object, got {json_kind(raw)}")
     try:
         return model.model_validate(raw, strict=True)
@@ -187,9 +185,7 @@ class RunPlan:
     @classmethod
     def from_dict(cls, raw: Any, where: str = "plan") -> RunPlan:
         if not isinstance(raw, dict):
-            from perfbench.results.validation import json_kind  # noqa: PLC0415
-
-            raise ValueError(f"{where}: expected an object, got {json_kind(raw)}")
+                raise ValueError(f"{where}: expected an object, got {json_kind(raw)}")
         decisions = {}
         for toggle, entry in raw.items():
             decision = _validated(DecisionRecord, entry, f"{where}.{toggle}")

@@ -106,3 +106,18 @@ def test_kinds_reach_the_csv_and_records_of_schema_5_load_without_one(tmp_path) 
     (tmp_path / "results.jsonl").write_text(json.dumps(raw) + "\n")
     (back,) = load_results(tmp_path)
     assert not back.failure and back.failure.kind is None
+
+
+def test_the_reports_failures_table_lists_each_kind_with_its_reason() -> None:
+    from perfbench.report.runs import failures_section  # noqa: PLC0415
+    from perfbench.report.table import Table  # noqa: PLC0415
+
+    oom = RunResult(run_id="r1", status="error", spec=RunSpec(run_id="r1", scenario="s"),
+                    error="Traceback\nMemoryError", failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))
+    refused = _ok_run(decisions={"mm_all_reduce": ToggleDecision("mm_all_reduce", True, "inactive", "needs TP", "")})
+    refused.failure = of_measured(refused)
+    fine = RunResult(run_id="r3", status="ok", spec=RunSpec(run_id="r3", scenario="s"))
+    (table,) = [b for b in failures_section([oom, refused, fine]).blocks if isinstance(b, Table)]
+    assert [(row["run_id"], row["status"], row["kind"], row["reason"]) for row in table.rows] == [
+        ("r1", "error", "oom", "MemoryError"),
+        ("r1", "ok", "plan_refused", "mm_all_reduce requested, inactive: needs TP")]
