@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ANCHOR = "        run = run_step or _call_forward\n"
@@ -49,23 +50,33 @@ def plant_source(source: str, factor: float) -> str:
     return source.replace(ANCHOR, PLANT.format(factor=factor)) + HELPER
 
 
-def commit_plant(repo: Path, factor: float) -> tuple[str, str]:
-    """Commit the plant on top of `repo`'s HEAD in a temporary detached worktree (no branch moves, nothing in
-    the working tree changes): (parent sha, planted sha). `factor` 0 makes an empty commit (an A/A pair of
-    different commits with the same code)."""
+def commit_source(repo: Path, edit: Callable[[Path], None] | None, message: str) -> tuple[str, str]:
+    """Commit `edit(worktree)` on top of `repo`'s HEAD in a temporary detached worktree (no branch moves, nothing
+    in the working tree changes): (parent sha, new sha). `edit` None makes an empty commit."""
     parent = _git(repo, "rev-parse", "HEAD")
     with tempfile.TemporaryDirectory(prefix="perfbench-plant-") as tmp:
         tree = Path(tmp) / "tree"
         _git(repo, "worktree", "add", "-q", "--detach", str(tree), parent)
         try:
             who = ["-c", "user.name=perfbench planted", "-c", "user.email=planted@localhost"]
-            if factor:
-                path = tree / "model" / "modeling.py"
-                path.write_text(plant_source(path.read_text(), factor))
-                _git(tree, *who, "commit", "-q", "-am", f"planted slowdown x{1 + factor:g}")
-            else:
-                _git(tree, *who, "commit", "-q", "--allow-empty", "-m", "A/A: no change")
+            if edit is not None:
+                edit(tree)
+                _git(tree, "add", "-A")
+            _git(tree, *who, "commit", "-q", "--allow-empty", "-m", message)
             planted = _git(tree, "rev-parse", "HEAD")
         finally:
             _git(repo, "worktree", "remove", "--force", str(tree))
     return parent, planted
+
+
+def commit_plant(repo: Path, factor: float) -> tuple[str, str]:
+    """The plant committed on top of `repo`'s HEAD: (parent sha, planted sha). `factor` 0 makes an empty commit
+    (an A/A pair of different commits with the same code)."""
+    if not factor:
+        return commit_source(repo, None, "A/A: no change")
+
+    def plant(tree: Path) -> None:
+        path = tree / "model" / "modeling.py"
+        path.write_text(plant_source(path.read_text(), factor))
+
+    return commit_source(repo, plant, f"planted slowdown x{1 + factor:g}")

@@ -103,29 +103,37 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Result folder (default reports/ab-...).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
 @click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
-              help="Stop adding pairs once the next generation would pass this many seconds.")
-@click.option("--min-pairs", type=int, default=10, show_default=True, help="Pairs per run before any verdict.")
+              help="Wall-time budget of the job in seconds, the build included; the last look comes before it.")
+@click.option("--band", "--threshold", "band", type=float, default=0.05, show_default=True,
+              help="'same': head/base within 1 +- this, with its whole interval.")
+@click.option("--margin", type=float, default=0.01, show_default=True,
+              help="'slower'/'faster': the whole interval beyond 1 +- this.")
+@click.option("--processes", type=click.Choice(["auto", "one", "two"]), default="auto", show_default=True,
+              help="Both arms in one process (auto falls back to two, saying why, when a guard fires).")
+@click.option("--pairs-per-epoch", type=int, default=6, show_default=True,
+              help="Pairs of every run between two re-allocations of the weights (one process).")
 @click.option("--pairs-per-process", type=int, default=8, show_default=True,
-              help="Pairs per run before both workers are replaced (processes are sampled too).")
-@click.option("--threshold", type=float, default=0.03, show_default=True,
-              help="Band of 'same': head/base within 1 +- this, with its whole CI.")
+              help="Pairs of every run before both workers are replaced (two processes).")
+@click.option("--looks", type=int, default=3, show_default=True,
+              help="Planned looks at the pairs (the job stops at the first look that decides everything).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pair order.")
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
 @EMULATE_NPU
 @user_errors
 def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, overrides: tuple[str, ...],
-       max_time: float, min_pairs: int, pairs_per_process: int, threshold: float, seed: int, no_report: bool,
-       emulate_npu: str | None) -> None:
-    """Did HEAD (a git ref; default the working tree) make BASE slower? Both arms in one job, interleaved.
+       max_time: float, band: float, margin: float, processes: str, pairs_per_epoch: int, pairs_per_process: int,
+       looks: int, seed: int, no_report: bool, emulate_npu: str | None) -> None:
+    """Did HEAD (a git ref; default the working tree) make BASE slower? Both arms in one process, interleaved.
 
-    Exit 0 no regression, 1 regression, 2 input error, 3 inconclusive (the time cap came first)."""
+    Exit 0 no regression, 1 regression, 2 input error (an arm failed), 3 inconclusive, 130/143 interrupted."""
     from perfbench.run.ab import ABSettings, run_ab
 
     if emulate_npu:
         overrides = (*overrides, "perfbench.device=npu")
         _activate_emulator(emulate_npu)
-    settings = ABSettings(max_time_s=max_time, min_pairs=min_pairs, pairs_per_process=pairs_per_process,
-                          threshold=threshold, seed=seed)
+    settings = ABSettings(max_time_s=max_time, band=band, margin=margin, processes=processes,
+                          pairs_per_epoch=pairs_per_epoch, pairs_per_process=pairs_per_process, looks=looks,
+                          seed=seed)
     sys.exit(run_ab(base, head, scenario, list(overrides), out_dir, settings,
                     report=None if no_report else _report_after_run()))
 

@@ -1,21 +1,28 @@
-"""Paired differences: the statistics of interleaved measurement (a sweep's blocks, an `ab` job's pairs).
+"""Paired decisions: is the plan (or the head) slower than its baseline (or the base)? One home for the rule
+that `perfbench ab`, the sweep's block groups, `gate` and `compare` use.
 
-A pair is two arms timed back to back: one timed iteration of each, seconds apart, in one block of one process
-(a sweep) or in two live workers of one generation (`perfbench ab`). Host drift that lasts longer than a block
-cancels in the pair's log ratio log(after / before); what is left is the code's effect plus the noise of two
-iterations. Pairs are grouped by the process (or worker generation) they came from: a process carries its own
-memory layout and thread placement, so it stays a unit of variation.
+A pair is two arms timed back to back in one process: one timed iteration of each, in a random order. Host
+drift that lasts longer than a pair cancels in the pair's log ratio log(after / before). Pairs are grouped in
+clusters: an *epoch* of a few pairs, after which both arms' weights are re-allocated (perfbench/run/epochs.py),
+or a worker process. What varies between clusters (memory layout, thread placement, the host's speed state)
+is what an interval must cover, so the cluster is the statistical unit:
 
-- Estimate: the trimmed mean (`TRIM` of each tail: 20%, since single iterations on a shared VM spread
-  heavy-tailed) of the pairs' log ratios, as a ratio: a geometric-mean ratio
-  robust to the single iterations a VM spike hits.
-- CI: a two-level (clustered) percentile bootstrap: each replicate draws the processes with replacement, then,
-  within each drawn process, its pairs with replacement. Processes that disagree widen the CI even when each
-  process alone is tight.
-- Verdict (`decide`), against an equivalence band `band` (relative): "same" when the CI lies inside
-  [1 / (1 + band), 1 + band]; "slower" / "faster" when the CI excludes 1 and the estimate lies beyond half the
-  band; else "inconclusive". A change smaller than half the band is never called a change: with a tight CI it
-  is "same", otherwise the evidence has not decided yet.
+- Estimate per cluster: the 20% trimmed mean (`TRIM`) of its pairs' log ratios (the plain mean below
+  `MIN_TRIM_PAIRS` pairs), robust to the single iterations a VM spike hits.
+- Interval over G clusters: Student t with G - 1 degrees of freedom on the cluster estimates; from
+  `YUEN_MIN_CLUSTERS` clusters on, Yuen's 20%-trimmed t (df = G - 2g - 1), so one bad cluster cannot move it.
+  A percentile bootstrap over 2-4 clusters is 2.7-9x too narrow (Cameron, Gelbach & Miller 2008); t is not.
+- Looks: a job that may stop early decides from repeated confidence intervals with Haybittle-Peto boundaries:
+  an interim look decides only from a `INTERIM_LEVEL` (99.9%) interval, the last look from the nominal
+  `CI_LEVEL` one. The overall false-call rate then stays near the nominal one whenever the job stops.
+- Verdict against an equivalence band `band` and a margin `margin` (both relative): "same" when the interval
+  lies inside [1 / (1 + band), 1 + band]; "slower" when it lies above 1 + margin; "faster" when below
+  1 / (1 + margin); else "inconclusive". The margin keeps a real but negligible layout effect from being called
+  a change (Stabilizer: one process is one layout sample).
+- Many (run, metric) tests in one job: Holm's step-down correction of the one-sided p-values of "slower" decides
+  the exit code (`holm`), so a job of 8 tests is not 8 chances of a false alarm.
+- An undecided metric says how many more clusters it needs (`clusters_needed`), from its own between-cluster
+  spread.
 """
 
 from __future__ import annotations
@@ -30,31 +37,42 @@ from scipy import stats as scipy_stats
 from perfbench.analysis.stats import CI_LEVEL
 
 TRIM = 0.2
-# the equivalence band of sweep verdicts: a speed-up within 3% either way, with its whole CI, is "no change"
-DEFAULT_BAND = 0.03
+MIN_TRIM_PAIRS = 5  # a cluster of fewer pairs is summarised by its plain mean (trimming 20% of 4 trims nothing)
+YUEN_MIN_CLUSTERS = 10  # from here on the interval over clusters is Yuen's trimmed t
+MIN_CLUSTERS = 2  # fewer clusters decide nothing (no spread between clusters to go on)
+INTERIM_LEVEL = 0.999  # Haybittle-Peto: an interim look decides only at |z| > 3.29
+# "same": the whole interval within +-5% (CPU hosts); "slower"/"faster": the whole interval beyond +-1%
+DEFAULT_BAND = 0.05
+DEFAULT_MARGIN = 0.01
 SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "same", "inconclusive"
 VERDICTS = (SLOWER, FASTER, SAME, INCONCLUSIVE)
 
 
 @dataclass(frozen=True)
 class PairedRatio:
-    """after / before of a latency over paired samples: value, CI, counts and the verdict against `band`."""
+    """after / before of a latency over clustered pairs: value and interval (ratios), counts, the rule it was
+    judged by, and the verdict. `p_slower`: one-sided p-value of "after / before > 1 + margin" (for Holm);
+    `clusters_needed`: the clusters an undecided verdict would need in all (None when decided or unknown)."""
 
     value: float
     low: float
     high: float
     pairs: int
-    processes: int
+    clusters: int
     band: float
+    margin: float
+    level: float
+    method: str  # "t" | "yuen" | "pairs of one cluster" (shown, decides nothing)
     verdict: str
+    p_slower: float = 1.0
+    clusters_needed: int | None = None
 
     def speedup(self) -> tuple[float, float, float]:
-        """before / after (> 1 faster), with its CI."""
-        return 1.0 / self.value, 1.0 / self.high, 1.0 / self.low
+        """before / after (> 1 faster), with its interval (an unbounded side stays unbounded)."""
+        def inverse(x: float) -> float:
+            return math.inf if x == 0 else 1.0 / x
 
-    def to_dict(self) -> dict[str, float | int | str]:
-        return {"ratio": self.value, "ci_low": self.low, "ci_high": self.high, "pairs": self.pairs,
-                "processes": self.processes, "band": self.band, "verdict": self.verdict}
+        return inverse(self.value), inverse(self.high), inverse(self.low)
 
 
 def log_ratios(before: Sequence[float], after: Sequence[float]) -> np.ndarray:
@@ -67,50 +85,172 @@ def log_ratios(before: Sequence[float], after: Sequence[float]) -> np.ndarray:
     return np.log(b[keep] / a[keep])
 
 
-def _estimate(values: np.ndarray) -> float:
-    return float(scipy_stats.trim_mean(values, TRIM))
+def trimmed_mean(values: np.ndarray, trim: float = TRIM) -> float:
+    """The mean after cutting floor(trim * n) values off each end (scipy.stats.trim_mean's rule, without its
+    per-call overhead: this runs once per cluster per look)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    cut = int(trim * x.size)
+    return float(x[cut:x.size - cut].mean())
 
 
-def clustered_ci(clusters: Sequence[np.ndarray], level: float = CI_LEVEL, n_boot: int = 2000,
-                 seed: int = 0) -> tuple[float, float, float]:
-    """(estimate, low, high) of the trimmed mean of log ratios grouped in `clusters` (one array per process),
-    by the two-level percentile bootstrap of the module docstring. Deterministic for a given seed."""
-    groups = [np.asarray(c, dtype=float) for c in clusters if len(c)]
-    if not groups:
-        raise ValueError("no pairs")
-    point = _estimate(np.concatenate(groups))
-    rng = np.random.default_rng(seed)
-    boot = np.empty(n_boot)
-    for i in range(n_boot):
-        drawn = rng.integers(0, len(groups), size=len(groups))
-        boot[i] = _estimate(np.concatenate([groups[k][rng.integers(0, groups[k].size, size=groups[k].size)]
-                                            for k in drawn]))
-    low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return point, float(low), float(high)
+def cluster_estimate(values: np.ndarray) -> float:
+    """A cluster's log ratio: the 20% trimmed mean, the plain mean below `MIN_TRIM_PAIRS` pairs."""
+    values = np.asarray(values, dtype=float)
+    if values.size < MIN_TRIM_PAIRS:
+        return float(values.mean())
+    return trimmed_mean(values)
 
 
-def decide(value: float, low: float, high: float, band: float) -> str:
-    """The verdict on a latency ratio after / before with CI [low, high] (see the module docstring)."""
+@dataclass(frozen=True)
+class LogInterval:
+    """An interval on the log scale over cluster estimates: centre, standard error, degrees of freedom."""
+
+    center: float
+    se: float
+    df: int
+    method: str
+
+    def bounds(self, level: float) -> tuple[float, float]:
+        if self.df < 1 or not math.isfinite(self.se):
+            return -math.inf, math.inf
+        half = float(scipy_stats.t.ppf((1 + level) / 2, self.df)) * self.se
+        return self.center - half, self.center + half
+
+    def p_above(self, threshold: float) -> float:
+        """One-sided p-value of "the true centre > threshold" (H0: centre <= threshold)."""
+        if self.df < 1 or not math.isfinite(self.se):
+            return 1.0
+        if self.se == 0:
+            return 0.0 if self.center > threshold else 1.0
+        return float(scipy_stats.t.sf((self.center - threshold) / self.se, self.df))
+
+
+def interval_over_clusters(estimates: Sequence[float]) -> LogInterval:
+    """Student t (G - 1 df) on the cluster estimates; Yuen's 20%-trimmed t from `YUEN_MIN_CLUSTERS` on.
+
+    Yuen (1974): with g = floor(0.2 G) trimmed from each end, the centre is the trimmed mean, the standard error
+    s_w / ((1 - 2 * 0.2) sqrt(G)) with s_w the standard deviation of the g-winsorized sample, df = G - 2g - 1.
+    """
+    x = np.sort(np.asarray(estimates, dtype=float))
+    n = x.size
+    if n == 0:
+        raise ValueError("no clusters")
+    if n < MIN_CLUSTERS:
+        return LogInterval(float(x.mean()), math.inf, 0, "none")
+    if n < YUEN_MIN_CLUSTERS:
+        return LogInterval(float(x.mean()), float(x.std(ddof=1)) / math.sqrt(n), n - 1, "t")
+    g = int(math.floor(TRIM * n))
+    winsorized = np.clip(x, x[g], x[n - g - 1])
+    se = float(winsorized.std(ddof=1)) / ((1 - 2 * TRIM) * math.sqrt(n))
+    return LogInterval(trimmed_mean(x), se, n - 2 * g - 1, "yuen")
+
+
+def look_level(final: bool, level: float = CI_LEVEL) -> float:
+    """The confidence level a look decides at: Haybittle-Peto's 99.9% before the last look, nominal at it."""
+    return level if final else max(level, INTERIM_LEVEL)
+
+
+@dataclass
+class LookPlan:
+    """Planned looks at 1/k, 2/k, ... of a time budget; the last look is the one before the budget runs out (the
+    next cluster would pass it). Interim looks decide at `INTERIM_LEVEL`, the last at the nominal level."""
+
+    max_time_s: float
+    looks: int
+    done: int = 0
+
+    def due(self, elapsed: float, next_cluster_s: float) -> tuple[bool, bool]:
+        """(look now, final) after a cluster that ended at `elapsed` s, the next one taking `next_cluster_s`."""
+        final = elapsed + next_cluster_s > self.max_time_s
+        interim = self.done < self.looks - 1 and elapsed >= self.max_time_s * (self.done + 1) / self.looks
+        return final or interim, final
+
+
+def decide(low: float, high: float, band: float, margin: float) -> str:
+    """The verdict on a latency ratio after / before whose interval is [low, high] (see the module docstring)."""
     if not band > 0:
         raise ValueError(f"band must be positive, got {band!r}")
+    if not 0 <= margin < band:
+        raise ValueError(f"margin must lie in [0, band), got {margin!r} (band {band!r})")
     if 1.0 / (1.0 + band) <= low and high <= 1.0 + band:
         return SAME
-    if low > 1.0 and value > 1.0 + band / 2:
+    if low > 1.0 + margin:
         return SLOWER
-    if high < 1.0 and value < 1.0 / (1.0 + band / 2):
+    if high < 1.0 / (1.0 + margin):
         return FASTER
     return INCONCLUSIVE
 
 
-def paired_ratio(clusters: Mapping[object, tuple[Sequence[float], Sequence[float]]], band: float,
-                 level: float = CI_LEVEL, n_boot: int = 2000, seed: int = 0) -> PairedRatio | None:
-    """after / before over paired samples, `clusters` mapping a process to its aligned (before, after) samples;
-    None when fewer than two pairs remain."""
-    logs = [log_ratios(b, a) for b, a in clusters.values()]
-    logs = [x for x in logs if x.size]
+def clusters_needed(interval: LogInterval, clusters: int, band: float, margin: float, level: float,
+                    cap: int = 10_000) -> int | None:
+    """How many clusters in all the interval would need to decide, if the between-cluster spread and the centre
+    stay as measured: the fewest G whose half-width t(G-1) * sd / sqrt(G) lets the interval clear the margin
+    (a change) or fit in the band (same), whichever comes first. None when no number would."""
+    if clusters < MIN_CLUSTERS or not math.isfinite(interval.se):
+        return None
+    sd = interval.se * math.sqrt(clusters)
+    room = max(math.log1p(band) - abs(interval.center), abs(interval.center) - math.log1p(margin))
+    if room <= 0:
+        return None
+    if sd == 0:
+        return clusters
+
+    def enough(g: int) -> bool:  # the half-width falls with G, so the first G that is enough is found by halving
+        return float(scipy_stats.t.ppf((1 + level) / 2, g - 1)) * sd / math.sqrt(g) < room
+
+    high = max(clusters, MIN_CLUSTERS)
+    while not enough(high):
+        if high >= cap:
+            return None
+        high = min(2 * high, cap)
+    low = max(clusters, MIN_CLUSTERS) - 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def paired_ratio(clusters: Mapping[object, tuple[Sequence[float], Sequence[float]]], band: float = DEFAULT_BAND,
+                 margin: float = DEFAULT_MARGIN, level: float = CI_LEVEL) -> PairedRatio | None:
+    """after / before over paired samples, `clusters` mapping a cluster (an epoch, a process) to its aligned
+    (before, after) samples; None when fewer than two pairs remain. Judged at `level` (see `look_level`)."""
+    logs = [x for x in (log_ratios(b, a) for b, a in clusters.values()) if x.size]
     pairs = sum(x.size for x in logs)
     if pairs < 2:
         return None
-    point, low, high = clustered_ci(logs, level, n_boot, seed)
-    value, lo, hi = math.exp(point), math.exp(low), math.exp(high)
-    return PairedRatio(value, lo, hi, pairs, len(logs), band, decide(value, lo, hi, band))
+    if len(logs) < MIN_CLUSTERS and logs[0].size >= 2:
+        # one cluster: the t interval over its pairs is shown, but it cannot see the spread between clusters, so
+        # it decides nothing
+        single = interval_over_clusters(logs[0])
+        interval = LogInterval(cluster_estimate(logs[0]), single.se, single.df, "pairs of one cluster")
+    else:
+        interval = interval_over_clusters([cluster_estimate(x) for x in logs])
+    low, high = interval.bounds(level)
+    value, lo, hi = math.exp(interval.center), math.exp(low), math.exp(high)
+    decides = interval.df >= 1 and len(logs) >= MIN_CLUSTERS
+    verdict = decide(lo, hi, band, margin) if decides else INCONCLUSIVE
+    needed = clusters_needed(interval, len(logs), band, margin, level) if verdict == INCONCLUSIVE else None
+    p_slower = interval.p_above(math.log1p(margin)) if decides else 1.0
+    return PairedRatio(value, lo, hi, pairs, len(logs), band, margin, level, interval.method, verdict, p_slower,
+                       needed)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given: sort ascending, multiply the i-th
+    smallest (0-based) by (m - i), take the running maximum, cap at 1."""
+    p = np.asarray(p_values, dtype=float)
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(p[index])))
+        adjusted[index] = running
+    return [float(v) for v in adjusted]
+
+
+def regressions(ratios: Sequence[PairedRatio]) -> list[bool]:
+    """Which "slower" verdicts survive Holm's correction across all of `ratios` (one per (run, metric)) at the
+    one-sided level of the interval each was judged by."""
+    adjusted = holm([r.p_slower for r in ratios])
+    return [r.verdict == SLOWER and p < (1 - r.level) / 2 for r, p in zip(ratios, adjusted)]

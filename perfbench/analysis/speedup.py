@@ -1,9 +1,10 @@
 """Speed-up of a combination over the baseline, with its CI and a verdict a reader can act on.
 
 Runs timed in interleaved blocks (perfbench/run/blocks.py) are compared on their pairs: each block's baseline
-iteration against the combination's iteration of the same block, the process a cluster
-(perfbench/analysis/paired.py). The verdict is faster / slower / no change (the CI inside the band
-`paired.DEFAULT_BAND`) / inconclusive (the pairs disagree too much to decide). Per-run stability verdicts do not
+iteration against the combination's iteration of the same block, a re-allocation epoch of a process the cluster
+(perfbench/analysis/paired.py: a t interval over clusters, the band and margin of its verdicts). The verdict
+is faster / slower (beyond the margin) / no change (the CI inside the band `paired.DEFAULT_BAND`) /
+inconclusive (the pairs disagree too much to decide). Per-run stability verdicts do not
 enter: host drift between blocks cancels in a pair, and what does not cancel widens the CI.
 
 Runs timed separately (older folders, accelerators, torchrun) are compared by rounds instead. With
@@ -57,7 +58,7 @@ class Speedup:
     basis: str
     verdict: str
     n: int  # pairs ("blocks"), rounds ("rounds"), else iterations
-    processes: int = 0  # "blocks": the processes the pairs came from
+    clusters: int = 0  # "blocks": the clusters (re-allocation epochs of the processes) the pairs came from
 
     def text(self) -> str:
         return f"{self.value:.2f}x [{self.low:.2f}, {self.high:.2f}] {self.verdict}"
@@ -68,20 +69,23 @@ class Speedup:
 
 def block_clusters(base_runs: list[RunResult], runs: list[RunResult], key: str
                    ) -> dict[str, tuple[list[float], list[float]]]:
-    """process -> (baseline samples, combination samples) of the blocks both timed in that process, aligned;
-    {} when the runs were not timed in blocks together."""
+    """cluster -> (baseline samples, combination samples) of the blocks both timed in it, aligned; {} when the
+    runs were not timed in blocks together. A cluster is a re-allocation epoch of a process (older records
+    without epochs: the process)."""
     out: dict[str, tuple[list[float], list[float]]] = {}
     for b in base_runs:
         for r in runs:
             if b.status != "ok" or r.status != "ok" or not b.blocks or not r.blocks:
                 continue
-            if (b.blocks.get("process"), b.blocks.get("group")) != (r.blocks.get("process"), r.blocks.get("group")):
+            if (b.blocks.process, b.blocks.group) != (r.blocks.process, r.blocks.group):
                 continue
-            xs = dict(zip(b.blocks.get("index", []), b.samples.get(key, [])))
-            ys = dict(zip(r.blocks.get("index", []), r.samples.get(key, [])))
-            common = sorted(set(xs) & set(ys))
-            if common:
-                out[str(b.blocks.process)] = ([xs[i] for i in common], [ys[i] for i in common])
+            xs = dict(zip(b.blocks.index, b.samples.get(key, [])))
+            ys = dict(zip(r.blocks.index, r.samples.get(key, [])))
+            epoch_of = dict(zip(b.blocks.index, b.blocks.epoch)) if b.blocks.epoch else {}
+            for i in sorted(set(xs) & set(ys)):
+                before, after = out.setdefault(f"{b.blocks.process}/{epoch_of.get(i, 0)}", ([], []))
+                before.append(xs[i])
+                after.append(ys[i])
     return out
 
 
@@ -89,11 +93,11 @@ def paired_speedup(base_runs: list[RunResult], runs: list[RunResult], key: str,
                    band: float = paired.DEFAULT_BAND) -> Speedup | None:
     """baseline / combination from within-block pairs; None when there are no pairs."""
     clusters = block_clusters(base_runs, runs, key)
-    ratio = paired.paired_ratio(clusters, band, n_boot=1000) if clusters else None
+    ratio = paired.paired_ratio(clusters, band) if clusters else None
     if ratio is None:
         return None
     value, low, high = ratio.speedup()
-    return Speedup(value, low, high, "blocks", PAIRED_VERDICT[ratio.verdict], ratio.pairs, ratio.processes)
+    return Speedup(value, low, high, "blocks", PAIRED_VERDICT[ratio.verdict], ratio.pairs, ratio.clusters)
 
 
 def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:

@@ -2,42 +2,28 @@
 
 Both arms ran in one job, interleaved (perfbench/run/ab.py), so the folder's own verdicts are the evidence: a
 timing rule's metric maps to the pair verdict of its latency (TTFT for ttft_ms*, prefill_tok_s; TPOT for
-tpot_ms*, decode_tok_s): slower fails, faster and same pass, inconclusive is inconclusive. The verdict's band is
-the job's `--threshold`; the rule's own threshold is reported beside it. A `toggles` rule compares the base
+tpot_ms*, decode_tok_s): a slower verdict that survives Holm's correction across the job fails, faster and same
+pass, and the rest (inconclusive, or slower but not after Holm) is inconclusive. The verdict's band is the job's
+`--band`; the rule's own threshold is reported beside it. A job that stopped on a failed arm or an interrupt is
+an input error (exit 2), never a regression. A `toggles` rule compares the base
 arm's plan with the head arm's per run. Rules on what an ab job does not measure (op counts, numerics, traces,
 compile time, memory) are reported as not compared.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from perfbench.analysis import paired
 from perfbench.errors import UserError
 from perfbench.gate.checks import FAIL, INCONCLUSIVE, PASS, SKIP, CheckResult, check_toggles, selects
 from perfbench.gate.rules import GateRules, TimingRule, TogglesRule
 from perfbench.results import ResultFolder, RunResult, load_folder
+from perfbench.results.ab_record import ABRecord, ABVerdict, read_ab_record
 
-AB_FILE = "ab.json"
 LATENCY_OF = {"ttft_ms": "ttft_ms", "ttft_ms_median": "ttft_ms", "prefill_tok_s": "ttft_ms",
               "tpot_ms": "tpot_ms", "tpot_ms_median": "tpot_ms", "decode_tok_s": "tpot_ms"}
 STATUS_OF = {paired.SLOWER: FAIL, paired.FASTER: PASS, paired.SAME: PASS, paired.INCONCLUSIVE: INCONCLUSIVE}
-
-
-def is_ab_folder(path: Path) -> bool:
-    return (Path(path) / AB_FILE).is_file()
-
-
-def read_ab(path: Path, name: str) -> dict[str, Any]:
-    try:
-        record = json.loads((Path(path) / AB_FILE).read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"{name}: unreadable {AB_FILE} ({err})") from None
-    if not isinstance(record, dict) or not isinstance(record.get("verdicts"), dict):
-        raise UserError(f"{name}: {AB_FILE} holds no verdicts (not written by perfbench ab?)")
-    return record
 
 
 def arms(folder: ResultFolder) -> dict[str, tuple[RunResult, RunResult]]:
@@ -50,34 +36,46 @@ def arms(folder: ResultFolder) -> dict[str, tuple[RunResult, RunResult]]:
     return out
 
 
-def _timing(rule: TimingRule, record: dict[str, Any], pairs: dict[str, tuple[RunResult, RunResult]]
+def _status(verdict: ABVerdict) -> str:
+    if verdict.verdict == paired.SLOWER:
+        return FAIL if verdict.regression else INCONCLUSIVE
+    return STATUS_OF[verdict.verdict]
+
+
+def _timing(rule: TimingRule, record: ABRecord, pairs: dict[str, tuple[RunResult, RunResult]]
             ) -> list[CheckResult]:
     name = rule.name or rule.metric
     latency = LATENCY_OF.get(rule.metric)
     if latency is None:
         return [CheckResult(SKIP, "timing", name, None, f"{rule.metric}: an ab job times TTFT and TPOT only")]
+    unit = "epochs" if record.mode == "one process" else "worker generations"
     out = []
     for rid, (_, head) in sorted(pairs.items()):
         if not selects(head, rule.where):
             continue
-        verdict = record["verdicts"].get(rid, {}).get(latency)
+        verdict = record.verdicts.get(rid, {}).get(latency)
         if verdict is None:
             out.append(CheckResult(SKIP, "timing", name, rid, f"no {latency} pairs in the ab job"))
             continue
-        text = (f"head/base {latency} {verdict['ratio']:.3f}x, 95% CI [{verdict['ci_low']:.3f}, "
-                f"{verdict['ci_high']:.3f}] over {verdict['pairs']} pairs in {verdict['processes']} worker "
-                f"generations (paired, interleaved): {verdict['verdict']} against +-{verdict['band']:.0%}")
-        if verdict["band"] != rule.threshold:
-            text += f" (the rule's threshold is {rule.threshold:.0%}; the job decided with --threshold)"
-        out.append(CheckResult(STATUS_OF[verdict["verdict"]], "timing", name, rid, text,
-                               {"metric": rule.metric, **verdict}))
+        text = (f"head/base {latency} {verdict.ratio:.3f}x, {verdict.level:.1%} CI [{verdict.ci_low:.3f}, "
+                f"{verdict.ci_high:.3f}] over {verdict.pairs} pairs in {verdict.clusters} {unit} ({record.mode}, "
+                f"interleaved): {verdict.verdict} against +-{verdict.band:.0%}")
+        if verdict.verdict == paired.SLOWER and not verdict.regression:
+            text += " (not after Holm's correction across the job: inconclusive)"
+        if verdict.band != rule.threshold:
+            text += f" (the rule's threshold is {rule.threshold:.0%}; the job decided with --band)"
+        out.append(CheckResult(_status(verdict), "timing", name, rid, text,
+                               {"metric": rule.metric, **verdict.model_dump(mode="json")}))
     return out
 
 
 def evaluate_ab(path: Path, rules: GateRules) -> tuple[ResultFolder, list[CheckResult]]:
     """The ab folder and its checks."""
     name = f"--current {path}"
-    record = read_ab(path, name)
+    record = read_ab_record(path, name)
+    if record.status != "ok":
+        raise UserError(f"{name}: the ab job did not finish ({record.status}: {record.stopped}); "
+                        "nothing to gate")
     folder = load_folder(path, name)
     pairs = arms(folder)
     if not pairs:

@@ -32,7 +32,7 @@ from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
 from perfbench.errors import UserError
-from perfbench.gate.ab_folder import evaluate_ab, is_ab_folder
+from perfbench.gate.ab_folder import evaluate_ab
 from perfbench.gate.checks import (
     FAIL,
     INCONCLUSIVE,
@@ -52,6 +52,7 @@ from perfbench.gate.checks import (
 from perfbench.gate.rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
 from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text
 from perfbench.results import load_folder as load_result_folder
+from perfbench.results.ab_record import is_ab_folder
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.git_state import git_state
 

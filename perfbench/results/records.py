@@ -171,6 +171,7 @@ class BlockPlacement(Record):
     group: str = ""
     process: str = ""  # the timing process: "<pid>-<random>"
     index: list[int] = Field(default_factory=list)
+    epoch: list[int] = Field(default_factory=list)  # the re-allocation epoch per iteration (older records: none)
     runs: int = 0
     blocks: int = 0
 

@@ -1,26 +1,38 @@
-"""`perfbench ab BASE [HEAD]`: did a change make it slower? Both arms in one job, interleaved, judged on pairs.
+"""`perfbench ab BASE [HEAD]`: did a change make it slower? Both arms in one process, interleaved, judged on pairs.
 
-Each arm has a live worker (perfbench/run/ab_worker.py) that imports `model/` from the arm's checkout
-(perfbench/run/arms.py) and holds every run of the scenario, built from the same seeded specs. A pair is one
-timed iteration of a run in each arm, back to back, in a random order. A generation is one untimed iteration
-of every run in each arm, then `pairs_per_process` pairs of every run; then both workers are replaced, so that
-processes are sampled too (a generation is a cluster of the bootstrap, perfbench/analysis/paired.py).
+Each arm is a git ref checked out as a worktree, or the working tree (perfbench/run/arms.py); every run of the
+scenario is built from the same seeded specs in each arm.
 
-The decision is sequential, as Chromium's Pinpoint decides: once every run has `min_pairs` pairs, after each
-generation every (run, metric) gets a verdict on head / base; the job stops when none is inconclusive, or when
-the next generation would pass `max_time_s`. Verdicts: slower / faster / same (the CI inside the threshold
-band) / inconclusive (the cap came first). Exit codes as the gate's: 0 no regression, 1 regression, 2 input
-error, 3 inconclusive.
+One process (the default): one worker holds both arms, each arm's `model/` imported as its own set of modules
+(perfbench/run/ab_worker.py, arm_modules.py), so what a process does to timing (thread placement, library
+layout, the host's speed state) hits both arms alike. A pair is one timed iteration of a run in each arm, back to
+back, in a random order. An epoch is `pairs_per_epoch` pairs of every run after both arms' weights were moved to
+new storage (perfbench/run/epochs.py): the epoch is the cluster of the statistics. Two processes (the fallback,
+with the reason printed: the arms leave process-global state differently, or both do not fit in memory, or
+`--processes two`): one live worker per arm, both replaced after each generation of `pairs_per_process` pairs;
+the generation is the cluster.
 
-The folder: results.jsonl (one result per run and arm, run ids "<run_id>@base" / "@head"), ab.json (the arms,
-the settings, every pair, the decision trail and the verdicts), arms/<arm>/ (worker logs, compile caches) and
-report.html. `perfbench gate --current DIR` reads it.
+The decision (perfbench/analysis/paired.py): per (run, metric), t intervals over clusters, judged at planned
+looks (Haybittle-Peto: 99.9% intervals at the interim looks, after 1/3 and 2/3 of `--max-time`, the nominal 95%
+at the last), so the job may stop early and its verdicts stay valid; Holm's correction across (run, metric)
+for the exit code. Verdicts: slower / faster (beyond the `margin`) / same (inside the `band`) / inconclusive,
+with the clusters and seconds it would still need. Exit codes: 0 no regression, 1 regression, 2 input error
+(an arm failed to build or run: recorded as failed), 3 inconclusive, 130 / 143 interrupted (what was measured is
+saved, the worktrees and workers removed).
+
+`--max-time` bounds the job's wall time: the build counts, and an epoch that does not answer by the deadline is
+stopped with the worker.
+
+The folder: results.jsonl (one result per run and arm, run ids "<run_id>@base" / "@head"), ab.json (the typed
+`ABRecord`: the arms, mode, settings, every pair, the looks and the verdicts), runs/ (worker logs, compile
+caches) and report.html. `perfbench gate --current DIR` reads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import select
@@ -30,107 +42,127 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from perfbench.analysis import paired
 from perfbench.errors import UserError
-from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json, write_results
+from perfbench.results import Failure, RunPlan, RunResult, RunSpec, atomic_write_json, write_results
+from perfbench.results.ab_record import AB_FILE, ABArm, ABLook, ABPair, ABRecord, ABVerdict
 from perfbench.roofline.peaks import cache_dir
 from perfbench.run.arms import Arm, ArmSet, check_out, repository_of
 from perfbench.run.environment import emulation_label
+from perfbench.run.folder_owner import owned
 from perfbench.run.launcher import start_in_group, stop_group
 
-AB_FILE = "ab.json"
+if TYPE_CHECKING:
+    from perfbench.config.sweep import SweepPlan
+
 METRICS = ("ttft_ms", "tpot_ms")
-EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
-MIN_GENERATIONS = 2  # worker generations (processes per arm) before any verdict
-READY_TIMEOUT_S = 900.0  # building and compiling every run of a scenario
-ITERATION_TIMEOUT_S = 300.0
+EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+ONE_PROCESS, TWO_PROCESSES = "one process", "two processes"
+# both arms' models must fit in this share of the memory free at the start (the sweep's rule for block groups)
+MEMORY_SHARE = 0.5
+
+
+class ABInterrupted(Exception):
+    """SIGINT or SIGTERM while the job ran; `code` is the exit code (130 / 143)."""
+
+    def __init__(self, code: int, name: str) -> None:
+        super().__init__(f"interrupted by {name}")
+        self.code = code
+
+
+class ArmFailed(UserError):
+    """An arm's worker failed to build or to run an iteration."""
+
+    def __init__(self, message: str, arm: str | None, stage: str) -> None:
+        super().__init__(message)
+        self.arm = arm
+        self.stage = stage
 
 
 @dataclass(frozen=True)
 class ABSettings:
     max_time_s: float = 110.0
-    min_pairs: int = 10
-    pairs_per_process: int = 8
-    threshold: float = 0.03  # the band of "same", relative
+    pairs_per_epoch: int = 6  # pairs of every run between two re-allocations (one process)
+    pairs_per_process: int = 8  # pairs of every run per worker generation (two processes)
+    band: float = paired.DEFAULT_BAND  # "same": the whole interval within 1 +- band
+    margin: float = paired.DEFAULT_MARGIN  # "slower" / "faster": the whole interval beyond 1 +- margin
+    looks: int = 3  # planned looks: after each 1 / looks of --max-time
+    processes: str = "auto"  # auto | one | two
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.max_time_s > 0:
-            raise UserError(f"--max-time: must be positive, got {self.max_time_s}")
-        if self.min_pairs < 2:
-            raise UserError(f"--min-pairs: must be at least 2, got {self.min_pairs}")
+        if not (math.isfinite(self.max_time_s) and self.max_time_s > 0):
+            raise UserError(f"--max-time: must be a positive number of seconds, got {self.max_time_s}")
+        if self.pairs_per_epoch < 1:
+            raise UserError(f"--pairs-per-epoch: must be at least 1, got {self.pairs_per_epoch}")
         if self.pairs_per_process < 1:
             raise UserError(f"--pairs-per-process: must be at least 1, got {self.pairs_per_process}")
-        if not 0 < self.threshold < 1:
-            raise UserError(f"--threshold: must lie in (0, 1), got {self.threshold}")
-
-
-@dataclass
-class Pair:
-    run_id: str
-    generation: int
-    index: int  # the pair's number within its run and generation
-    base_first: bool
-    base: dict[str, float | None]  # ttft_ms, tpot_ms, probe_ms
-    head: dict[str, float | None]
+        if not 0 < self.band < 1:
+            raise UserError(f"--band: must lie in (0, 1), got {self.band}")
+        if not 0 <= self.margin < self.band:
+            raise UserError(f"--margin: must lie in [0, band), got {self.margin} (band {self.band})")
+        if self.looks < 1:
+            raise UserError(f"--looks: must be at least 1, got {self.looks}")
+        if self.processes not in ("auto", "one", "two"):
+            raise UserError(f"--processes: auto, one or two, got {self.processes!r}")
 
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-class ArmWorker:
-    """One arm's live worker process."""
+class Worker:
+    """A worker process of the job (both arms, or one), answering JSON lines on its reply pipe."""
 
-    def __init__(self, arm: Arm, specs_path: Path, arm_out: Path, generation: int) -> None:
-        self.arm = arm
-        self.log_path = arm_out / f"worker-g{generation}.log"
-        arm_out.mkdir(parents=True, exist_ok=True)
+    def __init__(self, arms: list[Arm], specs_path: Path, out: Path, log_path: Path, overlay: Path | None) -> None:
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(arm.overlay), *filter(None, [env.get("PYTHONPATH")])])
-        # one inductor cache for every ab job of this user: its entries are keyed by the graph, so both arms and
-        # every commit share it safely, and a fresh worker of a new job starts warm
+        if overlay is not None:  # one arm: its model/ first on sys.path
+            env["PYTHONPATH"] = os.pathsep.join([str(overlay), *filter(None, [env.get("PYTHONPATH")])])
+        # one inductor cache for every ab job of this user: entries are keyed by the graph, so both arms and every
+        # commit share it safely, and a new job starts warm
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
         env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
         read_fd, write_fd = os.pipe()
         cmd = [sys.executable, "-m", "perfbench.run.ab_worker", "--reply-fd", str(write_fd),
-               "--specs", str(specs_path.absolute()), "--out", str(arm_out.absolute())]
+               "--specs", str(specs_path.absolute()), "--out", str(out.absolute()),
+               *(f"--arm={arm.name}={arm.checkout}" for arm in arms)]
         try:
-            with open(self.log_path, "ab") as log:
-                self.proc = start_in_group(cmd, env, log, cwd=arm.overlay, stdin=subprocess.PIPE,
+            with open(log_path, "ab") as log:
+                self.proc = start_in_group(cmd, env, log, cwd=overlay, stdin=subprocess.PIPE,
                                            pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
         self.reply: IO[str] = os.fdopen(read_fd, "r")
 
-    def _answer(self, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
+    def answer(self, deadline: float) -> dict[str, Any]:
+        """The next answer; ArmFailed on an error, a lost worker or the deadline."""
         while True:
-            ready, _, _ = select.select([self.reply], [], [], min(max(deadline - time.monotonic(), 0), 1.0))
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.reply], [], [], min(max(left, 0.0), 1.0))
             if ready:
                 line = self.reply.readline()
                 if line.strip():
                     answer = json.loads(line)
                     if "error" in answer:
                         last = answer["error"].strip().splitlines()[-1]
-                        raise UserError(f"{self.arm.name} arm: {last} (log: {self.log_path})")
+                        arm = answer.get("arm")
+                        raise ArmFailed(f"{arm or 'the'} arm: {last} (log: {self.log_path})", arm,
+                                        answer.get("stage") or "benchmark")
                     return answer
             if self.proc.poll() is not None or (ready and not line):
-                raise UserError(f"{self.arm.name} arm: its worker ended (exit {self.proc.poll()}); "
-                                f"see {self.log_path}")
+                raise ArmFailed(f"the worker ended (exit {self.proc.poll()}); see {self.log_path}", None, "benchmark")
             if time.monotonic() > deadline:
-                raise UserError(f"{self.arm.name} arm: no answer in {timeout_s:g} s; see {self.log_path}")
+                raise TimeoutError(f"no answer by the --max-time deadline; see {self.log_path}")
 
-    def ready(self) -> dict[str, Any]:
-        return self._answer(READY_TIMEOUT_S)
-
-    def iterate(self, run_id: str) -> dict[str, float | None]:
+    def send(self, command: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps({"iterate": run_id}) + "\n").encode())
+        self.proc.stdin.write((json.dumps(command) + "\n").encode())
         self.proc.stdin.flush()
-        return self._answer(ITERATION_TIMEOUT_S)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -143,41 +175,50 @@ class ArmWorker:
         self.reply.close()
 
 
-def clusters(pairs: list[Pair], run_id: str, metric: str) -> dict[int, tuple[list[float], list[float]]]:
-    """generation -> aligned (base, head) samples of one run and metric."""
+def clusters(pairs: list[ABPair], run_id: str, metric: str) -> dict[int, tuple[list[float], list[float]]]:
+    """cluster -> aligned (base, head) samples of one run and metric."""
     out: dict[int, tuple[list[float], list[float]]] = {}
     for p in pairs:
         b, h = p.base.get(metric), p.head.get(metric)
         if p.run_id == run_id and b is not None and h is not None:
-            xs, ys = out.setdefault(p.generation, ([], []))
+            xs, ys = out.setdefault(p.cluster, ([], []))
             xs.append(b)
             ys.append(h)
     return out
 
 
-def verdicts(pairs: list[Pair], run_ids: list[str], threshold: float) -> dict[str, dict[str, paired.PairedRatio]]:
-    """run_id -> metric -> head / base with its verdict. Pairs from one worker generation decide nothing: one
-    process cannot show how far another would differ, so its CI is too narrow to trust (inconclusive)."""
-    out: dict[str, dict[str, paired.PairedRatio]] = {}
+def verdicts(pairs: list[ABPair], run_ids: list[str], settings: ABSettings, level: float,
+             cluster_s: float | None = None) -> dict[str, dict[str, ABVerdict]]:
+    """run_id -> metric -> head / base judged at `level`, with Holm's regressions across every (run, metric)
+    and, for an undecided one, the clusters (and seconds, at `cluster_s` each) it would still need."""
+    found: list[tuple[str, str, paired.PairedRatio]] = []
     for rid in run_ids:
         for metric in METRICS:
-            ratio = paired.paired_ratio(clusters(pairs, rid, metric), threshold, n_boot=1000)
-            if ratio is not None and ratio.processes < MIN_GENERATIONS:
-                ratio = dataclasses.replace(ratio, verdict=paired.INCONCLUSIVE)
+            ratio = paired.paired_ratio(clusters(pairs, rid, metric), settings.band, settings.margin, level)
             if ratio is not None:
-                out.setdefault(rid, {})[metric] = ratio
+                found.append((rid, metric, ratio))
+    flags = paired.regressions([r for _, _, r in found])
+    out: dict[str, dict[str, ABVerdict]] = {}
+    for (rid, metric, r), regression in zip(found, flags):
+        more = None
+        if r.clusters_needed is not None and cluster_s is not None:
+            more = round(max(r.clusters_needed - r.clusters, 0) * cluster_s, 1)
+        out.setdefault(rid, {})[metric] = ABVerdict(
+            ratio=r.value, ci_low=r.low, ci_high=r.high, pairs=r.pairs, clusters=r.clusters, band=r.band,
+            margin=r.margin, level=r.level, method=r.method, verdict=r.verdict, p_slower=r.p_slower,
+            regression=regression, clusters_needed=r.clusters_needed, seconds_needed=more)
     return out
 
 
-def decided(found: dict[str, dict[str, paired.PairedRatio]]) -> bool:
-    return bool(found) and all(r.verdict != paired.INCONCLUSIVE for per in found.values() for r in per.values())
+def decided(found: dict[str, dict[str, ABVerdict]]) -> bool:
+    return bool(found) and all(v.verdict != paired.INCONCLUSIVE for per in found.values() for v in per.values())
 
 
-def exit_code(found: dict[str, dict[str, paired.PairedRatio]]) -> int:
-    values = [r.verdict for per in found.values() for r in per.values()]
-    if paired.SLOWER in values:
+def exit_code(found: dict[str, dict[str, ABVerdict]]) -> int:
+    values = [v for per in found.values() for v in per.values()]
+    if any(v.regression for v in values):
         return EXIT_FAIL
-    return EXIT_INCONCLUSIVE if (paired.INCONCLUSIVE in values or not values) else EXIT_PASS
+    return EXIT_INCONCLUSIVE if (not values or any(v.verdict == paired.INCONCLUSIVE for v in values)) else EXIT_PASS
 
 
 def _ab_specs(specs: list[RunSpec]) -> list[RunSpec]:
@@ -194,65 +235,145 @@ class ABJob:
     specs: list[RunSpec]
     out: Path
     settings: ABSettings
-    pairs: list[Pair] = field(default_factory=list)
-    trail: list[dict[str, Any]] = field(default_factory=list)
+    memory_refusal: str = ""  # why both arms cannot share one process ("" when they can)
+    pairs: list[ABPair] = field(default_factory=list)
+    trail: list[ABLook] = field(default_factory=list)
     plans: dict[str, dict[str, Any]] = field(default_factory=dict)  # arm -> run_id -> plan
     models: dict[str, str] = field(default_factory=dict)  # arm -> the model package its worker imported
+    mode: str = ONE_PROCESS
+    mode_reason: str = ""
     stopped: str = ""
+    failed: ArmFailed | None = None
+    cluster_s: list[float] = field(default_factory=list)
+    found: dict[str, dict[str, ABVerdict]] = field(default_factory=dict)
 
-    def run(self) -> dict[str, dict[str, paired.PairedRatio]]:
+    @property
+    def run_ids(self) -> list[str]:
+        return [s.run_id for s in self.specs]
+
+    def run(self) -> dict[str, dict[str, ABVerdict]]:
+        self.started = time.monotonic()
+        self.deadline = self.started + self.settings.max_time_s
         specs_path = self.out / "ab_specs.json"
         atomic_write_json(specs_path, [s.to_dict() for s in self.specs])
+        self.mode, self.mode_reason = self._choose_mode()
+        if self.mode == ONE_PROCESS:
+            self._one_process(specs_path)
+        if self.mode == TWO_PROCESSES:
+            _say(f"ab: two processes ({self.mode_reason})")
+            self._two_processes(specs_path)
+        return self.found
+
+    def _choose_mode(self) -> tuple[str, str]:
+        if self.settings.processes == "two":
+            return TWO_PROCESSES, "--processes two"
+        if self.memory_refusal:
+            if self.settings.processes == "one":
+                raise UserError(f"--processes one: {self.memory_refusal}")
+            return TWO_PROCESSES, self.memory_refusal
+        return ONE_PROCESS, ""
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def _look(self, plan: paired.LookPlan, final: bool) -> bool:
+        """Judge the pairs so far; True when the job may stop (every metric decided, or the last look)."""
+        level = paired.look_level(final)
+        mean_s = sum(self.cluster_s) / len(self.cluster_s) if self.cluster_s else None
+        self.found = verdicts(self.pairs, self.run_ids, self.settings, level, mean_s)
+        plan.done += 1
+        per_run = [sum(p.run_id == rid for p in self.pairs) for rid in self.run_ids]
+        clusters_now = len({p.cluster for p in self.pairs})
+        self.trail.append(ABLook(look=plan.done, final=final, elapsed_s=round(self._elapsed(), 1),
+                                 pairs=min(per_run), clusters=clusters_now, level=level,
+                                 verdicts={rid: {m: v.verdict for m, v in per.items()}
+                                           for rid, per in self.found.items()}))
+        _say(f"ab: look {plan.done}{' (last)' if final else ''} at {self._elapsed():.0f} s, {clusters_now} "
+             f"clusters, {min(per_run)} pairs per run, {level:.1%} intervals: "
+             + "; ".join(f"{rid} {m} {v.ratio:.3f}x {v.verdict}" for rid, per in self.found.items()
+                         for m, v in per.items()))
+        return final or decided(self.found)
+
+    def _one_process(self, specs_path: Path) -> None:
+        worker = Worker([self.arms.base, self.arms.head], specs_path, self.out, self.out / "logs" / "worker.log",
+                        None)
+        try:
+            ready = worker.answer(self.deadline)
+            if "fallback" in ready:
+                if self.settings.processes == "one":
+                    raise UserError(f"--processes one: {ready['fallback']}")
+                self.mode, self.mode_reason = TWO_PROCESSES, ready["fallback"]
+                return
+            self.plans, self.models = ready["ready"], ready["model"]
+            plan = paired.LookPlan(self.settings.max_time_s, self.settings.looks)
+            rng = random.Random(self.settings.seed)
+            epoch = 0
+            while True:
+                began = time.monotonic()
+                worker.send({"epoch": {"index": epoch, "pairs": self.settings.pairs_per_epoch,
+                                       "seed": rng.randrange(2**31)}})
+                while "epoch_done" not in (answer := worker.answer(self.deadline)):
+                    self.pairs.append(ABPair(cluster=epoch, **answer["pair"]))
+                if answer["epoch_done"]["recompiles"]:
+                    _say(f"ab: epoch {epoch} compiled {answer['epoch_done']['recompiles']} graph(s) while timed")
+                self.cluster_s.append(time.monotonic() - began)
+                if epoch == 0:
+                    _say(f"ab: one process; first epoch done at {self._elapsed():.0f} s ({self.cluster_s[0]:.1f} s, "
+                         f"{self.settings.pairs_per_epoch} pairs per run); looks after each "
+                         f"{self.settings.max_time_s / self.settings.looks:.0f} s")
+                epoch += 1
+                look, final = plan.due(self._elapsed(), max(self.cluster_s[-3:]))
+                if look and self._look(plan, final):
+                    self.stopped = "decided" if decided(self.found) else f"time cap ({self.settings.max_time_s:g} s)"
+                    return
+        except TimeoutError as err:
+            self.stopped = f"time cap ({self.settings.max_time_s:g} s): {err}"
+            self._look(paired.LookPlan(self.settings.max_time_s, 1), final=True)
+        finally:
+            worker.close()
+
+    def _two_processes(self, specs_path: Path) -> None:
+        plan = paired.LookPlan(self.settings.max_time_s, self.settings.looks)
         rng = random.Random(self.settings.seed)
-        run_ids = [s.run_id for s in self.specs]
-        start = time.monotonic()
-        found: dict[str, dict[str, paired.PairedRatio]] = {}
         generation = 0
-        last_generation_s = 0.0
         while True:
             began = time.monotonic()
-            workers = {arm.name: ArmWorker(arm, specs_path, self.out / "arms" / arm.name, generation)
+            workers = {arm.name: Worker([arm], specs_path, self.out / "runs" / arm.name,
+                                        self.out / "logs" / f"{arm.name}-g{generation}.log", arm.overlay)
                        for arm in (self.arms.base, self.arms.head)}
             try:
                 for name, worker in workers.items():  # both build at once; nothing is timed yet
-                    answer = worker.ready()
-                    self.plans[name] = answer["ready"]
-                    self.models[name] = answer["model"]
-                for rid in run_ids:  # untimed: the first iterations after a build run cold (allocator, caches)
+                    answer = worker.answer(self.deadline)
+                    self.plans[name], self.models[name] = answer["ready"][name], answer["model"][name]
+                for rid in self.run_ids:  # untimed: the first iterations after a build run cold
                     for worker in workers.values():
-                        worker.iterate(rid)
+                        worker.send({"iterate": rid})
+                        worker.answer(self.deadline)
                 for index in range(self.settings.pairs_per_process):
-                    for rid in rng.sample(run_ids, len(run_ids)):
+                    for rid in rng.sample(self.run_ids, len(self.run_ids)):
                         base_first = rng.random() < 0.5
-                        order = ("base", "head") if base_first else ("head", "base")
-                        timed = {name: workers[name].iterate(rid) for name in order}
-                        self.pairs.append(Pair(rid, generation, index, base_first, timed["base"], timed["head"]))
+                        timed = {}
+                        for name in (("base", "head") if base_first else ("head", "base")):
+                            workers[name].send({"iterate": rid})
+                            timed[name] = workers[name].answer(self.deadline)
+                        self.pairs.append(ABPair(run_id=rid, cluster=generation, index=index, base_first=base_first,
+                                                 base=timed["base"], head=timed["head"]))
+            except TimeoutError as err:
+                self.stopped = f"time cap ({self.settings.max_time_s:g} s): {err}"
+                self._look(paired.LookPlan(self.settings.max_time_s, 1), final=True)
+                return
             finally:
                 for worker in workers.values():
                     worker.close()
-            last_generation_s = time.monotonic() - began
+            self.cluster_s.append(time.monotonic() - began)
             generation += 1
-            counts = [sum(p.run_id == rid for p in self.pairs) for rid in run_ids]
-            elapsed = time.monotonic() - start
-            if min(counts) >= self.settings.min_pairs:
-                found = verdicts(self.pairs, run_ids, self.settings.threshold)
-                self.trail.append({"generation": generation, "elapsed_s": round(elapsed, 1), "pairs": min(counts),
-                                   "verdicts": {rid: {m: r.verdict for m, r in per.items()}
-                                                for rid, per in found.items()}})
-                _say(f"ab: generation {generation}, {min(counts)} pairs per run, {elapsed:.0f} s: "
-                     + "; ".join(f"{rid} {m} {r.value:.3f}x {r.verdict}" for rid, per in found.items()
-                                 for m, r in per.items()))
-                if decided(found):
-                    self.stopped = "decided"
-                    break
-            if elapsed + last_generation_s > self.settings.max_time_s:
-                self.stopped = f"time cap ({self.settings.max_time_s:g} s)"
-                found = verdicts(self.pairs, run_ids, self.settings.threshold)
-                break
-        return found
+            look, final = plan.due(self._elapsed(), max(self.cluster_s[-3:]))
+            if look and self._look(plan, final):
+                self.stopped = "decided" if decided(self.found) else f"time cap ({self.settings.max_time_s:g} s)"
+                return
 
     def results(self) -> list[RunResult]:
-        """One result per run and arm: the pooled samples of its pairs."""
+        """One result per run and arm: the pooled samples of its pairs; a failed arm's runs are errors."""
         out = []
         for spec in self.specs:
             for arm in ("base", "head"):
@@ -265,45 +386,66 @@ class ABJob:
                 arm_info = getattr(self.arms, arm)
                 env = {"ab_arm": arm, "ab_ref": arm_info.ref, "git_sha": arm_info.sha or "working tree",
                        "model_package": self.models.get(arm, ""), "emulation": emulation_label()}
-                out.append(RunResult(run_id=rid, status="ok", spec=spec.replace(combination=rid),
-                                     plan=plan, samples=samples, env=env, stop_reason=self.stopped))
+                failed = self.failed is not None and self.failed.arm in (arm, None)
+                status, failure, error = "ok", Failure(), None
+                if failed:
+                    assert self.failed is not None
+                    kind = "startup_fail" if self.failed.stage == "startup" else "benchmark_fail"
+                    status, failure, error = "error", Failure(kind=kind, reason=str(self.failed)), str(self.failed)
+                out.append(RunResult(run_id=rid, status=status, spec=spec.replace(combination=rid), plan=plan,
+                                     samples=samples, env=env, stop_reason=self.stopped, failure=failure,
+                                     error=error))
         return out
 
 
-def ab_record(job: ABJob, found: dict[str, dict[str, paired.PairedRatio]], scenario: str) -> dict[str, Any]:
-    return {
-        "kind": "perfbench ab",
-        "scenario": scenario,
-        "emulation": emulation_label(),  # emulated npu: CPU timings of emulated ops, never a real NPU's
-        "base": {"ref": job.arms.base.ref, "sha": job.arms.base.sha, "model": job.models.get("base")},
-        "head": {"ref": job.arms.head.ref, "sha": job.arms.head.sha, "model": job.models.get("head"),
-                 "dirty": job.arms.head.dirty},
-        "settings": dataclasses.asdict(job.settings),
-        "stopped": job.stopped,
-        "exit_code": exit_code(found),
-        "verdicts": {rid: {m: r.to_dict() for m, r in per.items()} for rid, per in found.items()},
-        "trail": job.trail,
-        "pairs": [dataclasses.asdict(p) for p in job.pairs],
-    }
+def memory_refusal(sweep: SweepPlan) -> str:
+    """Why both arms' models cannot share one process here ("" when they fit): every run of both arms is alive
+    at once, so their estimates (perfbench/roofline/memory.py) add up."""
+    from perfbench.roofline.memory import available_bytes, estimate_run, size  # noqa: PLC0415
+
+    config = sweep.scenario.model_config_here()
+    free = available_bytes()
+    if config is None or free is None:
+        return ""
+    need = 2 * sum(estimate_run(config, sweep.scenario.parallel_config, p).total for p in sweep.runs)
+    if need > MEMORY_SHARE * free:
+        return f"both arms need about {size(need)}, over {MEMORY_SHARE:.0%} of the {size(free)} available"
+    return ""
 
 
-def verdict_lines(record: dict[str, Any]) -> list[str]:
+def ab_record(job: ABJob, scenario: str, status: str) -> ABRecord:
+    return ABRecord(
+        scenario=scenario, emulation=emulation_label(),
+        base=ABArm(ref=job.arms.base.ref, sha=job.arms.base.sha, model=job.models.get("base")),
+        head=ABArm(ref=job.arms.head.ref, sha=job.arms.head.sha, model=job.models.get("head"),
+                   dirty=job.arms.head.dirty),
+        mode=job.mode, mode_reason=job.mode_reason, settings=dataclasses.asdict(job.settings), status=status,
+        stopped=job.stopped, exit_code=EXIT_INPUT if status == "error" else exit_code(job.found),
+        verdicts=job.found, trail=job.trail, pairs=job.pairs)
+
+
+def verdict_lines(record: ABRecord) -> list[str]:
     lines = []
-    for rid, per in record["verdicts"].items():
-        for metric, r in per.items():
-            lines.append(f"{rid} {metric}: head/base {r['ratio']:.3f}x [{r['ci_low']:.3f}, {r['ci_high']:.3f}] "
-                         f"{r['verdict']} ({r['pairs']} pairs, {r['processes']} processes, band "
-                         f"+-{r['band']:.0%})")
+    for rid, per in record.verdicts.items():
+        for metric, v in per.items():
+            unit = "epochs" if record.mode == ONE_PROCESS else "worker generations"
+            needs = ""
+            if v.verdict == paired.INCONCLUSIVE and v.clusters_needed is not None:
+                needs = f"; needs about {v.clusters_needed} {unit}"
+                needs += f" (~{v.seconds_needed:.0f} s more)" if v.seconds_needed is not None else ""
+            lines.append(f"{rid} {metric}: head/base {v.ratio:.3f}x [{v.ci_low:.3f}, {v.ci_high:.3f}] "
+                         f"{v.verdict}{' (regression after Holm)' if v.regression else ''} ({v.pairs} pairs, "
+                         f"{v.clusters} {unit}, {v.level:.1%} t interval; same within +-{v.band:.0%}, a change "
+                         f"beyond +-{v.margin:.0%}{needs})")
     return lines
 
 
-def _save(job: ABJob, found: dict[str, dict[str, paired.PairedRatio]], scenario: dict[str, Any],
-          out: Path) -> dict[str, Any]:
+def _save(job: ABJob, scenario: dict[str, Any], out: Path, status: str) -> ABRecord:
     """Everything measured so far: results.jsonl, scenario.json, ab.json."""
-    record = ab_record(job, found, str(scenario.get("name", "")))
+    record = ab_record(job, str(scenario.get("name", "")), status)
     write_results(out, job.results())
     atomic_write_json(out / "scenario.json", scenario)
-    atomic_write_json(out / AB_FILE, record)
+    atomic_write_json(out / AB_FILE, record.model_dump(mode="json"))
     return record
 
 
@@ -313,6 +455,7 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
     from perfbench.config.scenario import load_scenario  # noqa: PLC0415
     from perfbench.config.sweep import plan_sweep  # noqa: PLC0415
     from perfbench.run.runner import default_out  # noqa: PLC0415
+    from perfbench.run.signals import interrupts_as  # noqa: PLC0415
 
     sc = load_scenario(scenario or "ci_smoke", overrides)
     if sc.parallel_config.world_size > 1:
@@ -321,30 +464,38 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
         caps = detect_capabilities(sc.perfbench.device)
     except RuntimeError as err:
         raise UserError(f"{sc.name}: perfbench.device: {err}") from None
-    specs = _ab_specs(plan_sweep(sc, caps, executor="ab").specs())
+    sweep = plan_sweep(sc, caps, executor="ab")
+    specs = _ab_specs(sweep.specs())
     out = Path(out_dir) if out_dir else default_out(f"ab-{sc.name}")
-    if (out / AB_FILE).exists() or (out / "results.jsonl").exists():
-        raise UserError(f"--out {out}: already holds results; choose another folder")
-    out.mkdir(parents=True, exist_ok=True)
-    repo = repository_of(Path.cwd())
-    arms = check_out(base, head, repo)
-    _say(f"ab {sc.name}: {len(specs)} run{'s' * (len(specs) != 1)}; {arms.base.describe()}; "
-         f"{arms.head.describe()}; results in {out}")
-    job = ABJob(arms, specs, out, settings)
-    try:
-        found = job.run()
-    except (UserError, KeyboardInterrupt) as err:
-        job.stopped = f"stopped early: {' '.join(str(err).split()) or type(err).__name__}"
-        _save(job, verdicts(job.pairs, [s.run_id for s in specs], settings.threshold), sc.as_dict(), out)
-        raise
-    finally:
-        arms.close()
-    record = _save(job, found, sc.as_dict(), out)
+    with owned(out):
+        if (out / AB_FILE).exists() or (out / "results.jsonl").exists():
+            raise UserError(f"--out {out}: already holds results; choose another folder")
+        repo = repository_of(Path.cwd())
+        arms = check_out(base, head, repo)
+        _say(f"ab {sc.name}: {len(specs)} run{'s' * (len(specs) != 1)}; {arms.base.describe()}; "
+             f"{arms.head.describe()}; results in {out}")
+        job = ABJob(arms, specs, out, settings, memory_refusal(sweep))
+        try:
+            with interrupts_as(ABInterrupted):
+                job.run()
+        except ABInterrupted as err:
+            job.stopped = f"stopped early: {err}"
+            _save(job, sc.as_dict(), out, "interrupted")
+            _say(f"ab: {err}; {len(job.pairs)} pairs saved in {out}")
+            return err.code
+        except ArmFailed as err:
+            job.failed, job.stopped = err, f"stopped early: {err}"
+            _save(job, sc.as_dict(), out, "error")
+            raise
+        finally:
+            arms.close()
+        record = _save(job, sc.as_dict(), out, "ok")
     if report is not None:
         report(out)
     for line in verdict_lines(record):
         print(line)
     word = {EXIT_PASS: "no regression", EXIT_FAIL: "REGRESSION", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}
-    emulated = f" [{record['emulation']}: CPU timings]" if record["emulation"] else ""
-    print(f"ab: {word[record['exit_code']]}{emulated} ({job.stopped}; {len(job.pairs)} pairs); results in {out}")
-    return int(record["exit_code"])
+    emulated = f" [{record.emulation}: CPU timings]" if record.emulation else ""
+    print(f"ab: {word[record.exit_code]}{emulated} ({record.mode}; {job.stopped}; {len(job.pairs)} pairs); "
+          f"results in {out}")
+    return record.exit_code

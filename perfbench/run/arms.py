@@ -4,10 +4,16 @@ An arm is a git ref (checked out as a detached worktree in a temporary folder) o
 the worker runs under the current harness: its sys.path starts with an overlay folder in which `model` links to
 the arm's `model/` and `perfbench` to the current `perfbench/`. Weights and workloads come from the same seeded
 specs, so the arms differ only in the model code.
+
+The temporary folder (`perfbench-ab-*`) names its owner's pid in `owner.pid`. A job killed before it could remove
+its worktrees (SIGKILL, a crashed host) leaves them registered in the user's repository; the next job's
+`check_out` removes every perfbench worktree whose owner is no longer alive, and `git worktree prune` drops
+the registrations of folders already gone.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +24,8 @@ from perfbench.errors import UserError
 
 PERFBENCH_DIR = Path(__file__).resolve().parent.parent
 WORKING_TREE = "working tree"
+ROOT_PREFIX = "perfbench-ab-"
+OWNER_FILE = "owner.pid"
 
 
 @dataclass
@@ -96,15 +104,53 @@ def _arm(name: str, ref: str | None, repo: Path, root: Path) -> Arm:
     except UserError:
         sha = ""
     if not sha:
-        raise UserError(f"{name} arm: {ref!r} is not a commit in {repo}")
+        shallow = _git(repo, "rev-parse", "--is-shallow-repository") == "true"
+        hint = "; this clone is shallow: `git fetch --unshallow` brings the history" if shallow else ""
+        raise UserError(f"{name} arm: {ref!r} is not a commit in {repo}{hint}")
     tree = root / f"worktree-{name}"
     _git(repo, "worktree", "add", "--detach", "--force", str(tree), sha)
     return Arm(name, ref, sha, tree, _overlay(root, name, tree), worktree=tree)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def prune_stale(repo: Path) -> list[Path]:
+    """Remove the worktrees of perfbench jobs that died without removing them; returns the folders removed."""
+    removed = []
+    listing = _git(repo, "worktree", "list", "--porcelain")
+    for line in listing.splitlines():
+        if not line.startswith("worktree "):
+            continue
+        tree = Path(line.removeprefix("worktree "))
+        root = tree.parent
+        if not root.name.startswith(ROOT_PREFIX) or not tree.name.startswith("worktree-"):
+            continue
+        try:
+            owner = int((root / OWNER_FILE).read_text().strip())
+        except (OSError, ValueError):
+            owner = -1
+        if owner > 0 and _alive(owner):
+            continue
+        _remove_worktree(repo, tree)
+        shutil.rmtree(root, ignore_errors=True)
+        removed.append(tree)
+    _git(repo, "worktree", "prune")
+    return removed
+
+
 def check_out(base: str, head: str | None, repo: Path) -> ArmSet:
     """Both arms ready to import (`head` None: the working tree). Close the result to remove the worktrees."""
-    root = Path(tempfile.mkdtemp(prefix="perfbench-ab-"))
+    prune_stale(repo)
+    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
+    (root / OWNER_FILE).write_text(f"{os.getpid()}\n")
     arms: list[Arm] = []
     try:
         for name, ref in (("base", base), ("head", head)):

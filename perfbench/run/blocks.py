@@ -7,30 +7,32 @@ seconds apart, so a host speed state (tens of seconds on a shared VM) hits both:
 (perfbench/analysis/paired.py). Each run's result carries its block index per iteration (`RunResult.blocks`)
 and the process's token, so pairs are matched only inside one process.
 
-Stopping: at least `iterations` blocks; then until every run's paired log ratio against the group's reference
-run (the fewest toggles on) has a 95% t interval narrower than `target_rel_ci`, or `max_iterations` blocks, or
-`max_time_s` per run of timing (the time the runs would have had one after another). A run that fails while
-being prepared or timed becomes an error result; the others go on.
+Epochs: every `EPOCH_BLOCKS` blocks, each run's weights move to new storage behind random spacers
+(perfbench/run/epochs.py) and one untimed block follows; the epoch (within its process) is the cluster of the
+paired statistics (perfbench/analysis/paired.py), recorded per iteration in `RunResult.blocks.epoch`.
+
+Stopping (adaptive measure settings): at least `iterations` blocks; then, at planned looks over the time budget
+(`max_time_s` per run: the time the runs would have had one after another; Haybittle-Peto levels), until every
+run's paired ratio against the group's reference run (the fewest toggles on) is decided by the same rule as its
+verdict (same, slower or faster), or `max_iterations` blocks, or the budget. A run that fails while being
+prepared or timed becomes an error result; the others go on.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-from scipy import stats as scipy_stats
-
 from model.backend import synchronize
-from perfbench.analysis.paired import log_ratios
+from perfbench.analysis import paired
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec
 from perfbench.run import failure_kinds
+from perfbench.run.epochs import Relocator
 from perfbench.run.host_probe import HostProbe
 from perfbench.run.measure import (
     HostWatch,
@@ -43,6 +45,8 @@ from perfbench.run.measure import (
 from perfbench.run.stopping import CONVERGED, MAX_ITERATIONS, MAX_TIME
 
 CONVERGED_PAIRED = f"{CONVERGED} (paired)"
+EPOCH_BLOCKS = 5  # timed blocks per epoch (the trimmed mean of a cluster needs 5 pairs)
+LOOKS = 3
 
 
 @dataclass
@@ -52,6 +56,7 @@ class BlockRun:
     prepared: PreparedRun
     timings: Timings
     block_index: list[int]
+    epoch: list[int] = field(default_factory=list)
     error: str | None = None
     failure: Failure | None = None
 
@@ -67,30 +72,41 @@ def _error_result(spec: RunSpec, err: BaseException, stage: str, plan: RunPlan |
                      failure=failure_kinds.of_exception(failure_kinds.tagged(err, stage)))
 
 
-def _paired_width(base: list[float], other: list[float]) -> float:
-    """Width of the 95% t interval of the mean log ratio of aligned samples (inf below 3 pairs)."""
-    logs = log_ratios(base, other)
-    if logs.size < 3:
-        return math.inf
-    sd = float(np.std(logs, ddof=1))
-    return 2 * float(scipy_stats.t.ppf(0.975, logs.size - 1)) * sd / math.sqrt(logs.size)
+def _decided(base: BlockRun, run: BlockRun, level: float) -> bool:
+    """Is the run's paired ratio against the reference decided (same, slower or faster) at `level` on both
+    latencies, by the verdict's own rule with epochs as clusters?"""
+    for key in ("ttft_ms", "tpot_ms"):
+        xs, ys = getattr(base.timings, key), getattr(run.timings, key)
+        if not ys:
+            continue
+        epochs: dict[int, tuple[list[float], list[float]]] = {}
+        for e, x, y in zip(run.epoch, xs, ys):
+            epochs.setdefault(e, ([], []))[0].append(x)
+            epochs[e][1].append(y)
+        ratio = paired.paired_ratio(epochs, level=level)
+        if ratio is None or ratio.verdict == paired.INCONCLUSIVE:
+            return False
+    return True
 
 
-def stop_reason(runs: list[BlockRun], blocks: int, elapsed_s: float, spec: RunSpec) -> str | None:
-    """Why to stop after `blocks` blocks, None to go on (see the module docstring)."""
+def stop_reason(runs: list[BlockRun], blocks: int, elapsed_s: float, spec: RunSpec,
+                looks: paired.LookPlan | None = None, next_epoch_s: float = 0.0) -> str | None:
+    """Why to stop after an epoch that ended with `blocks` blocks, None to go on (see the module docstring)."""
     if blocks < spec.iterations:
         return None
     live = [r for r in runs if r.error is None]
-    if spec.target_rel_ci is not None and len(live) >= 2:
-        base = min(live, key=lambda r: len(r.prepared.spec.requested_on()))
-        widths = [_paired_width(getattr(base.timings, key), getattr(r.timings, key))
-                  for r in live if r is not base for key in ("ttft_ms", "tpot_ms")
-                  if getattr(r.timings, key)]
-        if widths and max(widths) <= spec.target_rel_ci:
-            return CONVERGED_PAIRED
+    budget = spec.max_time_s * max(len(live), 1) if spec.max_time_s is not None else None
+    if spec.target_rel_ci is not None and len(live) >= 2 and looks is not None:
+        look, final = looks.due(elapsed_s, next_epoch_s)
+        if look:
+            looks.done += 1
+            level = paired.look_level(final)
+            base = min(live, key=lambda r: len(r.prepared.spec.requested_on()))
+            if all(_decided(base, r, level) for r in live if r is not base):
+                return CONVERGED_PAIRED
     if blocks >= (spec.max_iterations or spec.iterations):
         return MAX_ITERATIONS
-    if spec.max_time_s is not None and elapsed_s >= spec.max_time_s * max(len(live), 1):
+    if budget is not None and elapsed_s + next_epoch_s > budget:
         return MAX_TIME
     return None
 
@@ -140,6 +156,8 @@ def _warm_block(runs: list[BlockRun]) -> None:
     """One untimed iteration of every run after all are built: a later run's warm-up may reset dynamo
     (`compile_warm_s`), and the graphs it dropped compile again here, not in a timed block."""
     for run in runs:
+        if run.error is not None:
+            continue
         try:
             run.prepared.iterate()
         except Exception as err:  # noqa: BLE001 - the run is out of the group
@@ -151,24 +169,37 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
     spec = first.spec
     rng = random.Random(f"{spec.seed}-{spec.round}-{spec.block_group}")
     probe = HostProbe(spec.seed) if first.model.device.type == "cpu" else None
+    relocators = [Relocator(r.prepared.model, rng.randrange(2**31)) for r in runs]
     probe_ms: list[float] = []
     watch = HostWatch.start()
     start = time.perf_counter()
-    blocks = 0
+    budget = spec.max_time_s * len(runs) if spec.max_time_s is not None else None
+    looks = paired.LookPlan(budget, LOOKS) if budget is not None else None
+    blocks = epoch = 0
     reason = None
+    epoch_s: list[float] = []
     while reason is None:
-        if probe is not None:
-            probe_ms.append(probe())
-        order = [r for r in runs if r.error is None]
-        rng.shuffle(order)
-        for run in order:
-            try:
-                run.timings.add(run.prepared.iterate())
-                run.block_index.append(blocks)
-            except Exception as err:  # noqa: BLE001 - the run is out of the group from here on
-                run.fail(err, failure_kinds.BENCHMARK)
-        blocks += 1
-        reason = stop_reason(runs, blocks, time.perf_counter() - start, spec)
+        began = time.perf_counter()
+        if epoch > 0:
+            for relocator in relocators:
+                relocator.relocate()
+            _warm_block(runs)  # untimed: the first iteration after a re-allocation runs cold
+        for _ in range(min(EPOCH_BLOCKS, (spec.max_iterations or spec.iterations) - blocks)):
+            if probe is not None:
+                probe_ms.append(probe())
+            order = [r for r in runs if r.error is None]
+            rng.shuffle(order)
+            for run in order:
+                try:
+                    run.timings.add(run.prepared.iterate())
+                    run.block_index.append(blocks)
+                    run.epoch.append(epoch)
+                except Exception as err:  # noqa: BLE001 - the run is out of the group from here on
+                    run.fail(err, failure_kinds.BENCHMARK)
+            blocks += 1
+        epoch += 1
+        epoch_s.append(time.perf_counter() - began)
+        reason = stop_reason(runs, blocks, time.perf_counter() - start, spec, looks, max(epoch_s[-3:]))
         if not any(r.error is None for r in runs):
             reason = "every run failed"
     synchronize(first.caps.device)
@@ -180,4 +211,4 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
         run.timings.probe_ms = [probe_ms[i] for i in run.block_index] if probe_ms else []
         record_timings(run.prepared, run.timings, reason, host)
         run.prepared.result.blocks = {"group": spec.block_group, "process": process, "index": run.block_index,
-                                      "runs": len(runs), "blocks": blocks}
+                                      "epoch": run.epoch, "runs": len(runs), "blocks": blocks}

@@ -94,10 +94,10 @@ def _basis_line(gains: dict[str, dict[str, Speedup | None]]) -> str:
     values = [g for per in gains.values() for g in per.values() if g is not None]
     if values and all(g.basis == "blocks" for g in values):
         pairs = max(g.n for g in values)
-        processes = max(g.processes for g in values)
-        return (f"speed-up: baseline / plan from within-block pairs (up to {pairs} pairs in {processes} "
-                f"process{'es' * (processes != 1)}), {CI_LEVEL:.0%} CI, > 1 is faster; no change: the whole CI "
-                f"within +-{paired.DEFAULT_BAND:.0%}")
+        clusters = max(g.clusters for g in values)
+        return (f"speed-up: baseline / plan from within-block pairs (up to {pairs} pairs in {clusters} "
+                f"epoch{'s' * (clusters != 1)}), {CI_LEVEL:.0%} t CI over epochs, > 1 is faster; no change: the "
+                f"whole CI within +-{paired.DEFAULT_BAND:.0%}; faster/slower: beyond +-{paired.DEFAULT_MARGIN:.0%}")
     return (f"speed-up: baseline / plan, {CI_LEVEL:.0%} CI, > 1 is faster; runs timed separately, paired by round "
             "where there are several")
 

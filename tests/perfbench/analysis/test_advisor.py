@@ -99,7 +99,8 @@ def _blocks_pair(plan_factor: float, toggle: str = "fused_rmsnorm") -> list[RunR
     rng = np.random.default_rng(0)
     base_tpot = list(10.0 * (1 + 0.01 * rng.standard_normal(20)))
     base_ttft = list(40.0 * (1 + 0.01 * rng.standard_normal(20)))
-    blocks = {"group": "g", "process": "p1", "index": list(range(20)), "runs": 2, "blocks": 20}
+    blocks = {"group": "g", "process": "p1", "index": list(range(20)), "epoch": [i // 5 for i in range(20)],
+              "runs": 2, "blocks": 20}
     base = _run("base", samples={"ttft_ms": base_ttft, "tpot_ms": base_tpot}, blocks=blocks)
     other = _run("one", {toggle}, samples={"ttft_ms": list(base_ttft), "tpot_ms": [t * plan_factor for t in base_tpot]},
                  blocks=blocks)

@@ -46,7 +46,8 @@ def _blocked(run_id: str, on: tuple[str, ...], ttft: list[float], tpot: list[flo
     return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="s", timing="blocks",
                                                               block_group="g"),
                      plan=plan, samples={"ttft_ms": ttft, "tpot_ms": tpot},
-                     blocks={"group": "g", "process": "p1", "index": list(range(len(ttft)))},
+                     blocks={"group": "g", "process": "p1", "index": list(range(len(ttft))),
+                             "epoch": [i // 5 for i in range(len(ttft))]},
                      stability={"stable": False, "reason": "95% CI of the median spans 40% of it"})
 
 

@@ -1,0 +1,148 @@
+"""ab.json: the record of one `perfbench ab` job (perfbench/run/ab.py), read by the gate, the report and history.
+
+Version 2 adds the one-process mode (epochs as clusters), the decision rule's margin, level and looks, Holm's
+regressions and the job's status. A version-1 record (worker generations as clusters, no margin) loads with
+its clusters read from `processes` / `generation` and the rule it was decided by left at the old values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from perfbench.errors import UserError
+from perfbench.results.validation import record_error
+
+AB_FILE = "ab.json"
+AB_VERSION = 2
+AB_KIND = "perfbench ab"
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ABArm(_Part):
+    ref: str | None = None
+    sha: str | None = None
+    model: str | None = None  # the model package the arm imported
+    dirty: bool = False
+
+
+class ABVerdict(_Part):
+    """head / base of one (run, metric), judged by perfbench/analysis/paired.py."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    pairs: int
+    clusters: int
+    band: float
+    margin: float = 0.0
+    level: float = 0.95
+    method: str = "bootstrap"
+    verdict: Literal["slower", "faster", "same", "inconclusive"]
+    p_slower: float | None = None
+    regression: bool = False  # a "slower" that survives Holm across the job's (run, metric) tests
+    clusters_needed: int | None = None
+    seconds_needed: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "processes" in raw:
+            raw = {**raw, "clusters": raw["processes"]}
+            raw.pop("processes")
+            raw.setdefault("regression", raw.get("verdict") == "slower")
+        return raw
+
+
+class ABPair(_Part):
+    run_id: str
+    cluster: int  # the epoch (one process) or worker generation (two processes)
+    index: int  # the pair's number within its run and cluster
+    base_first: bool
+    base: dict[str, float | None]  # ttft_ms, tpot_ms, probe_ms
+    head: dict[str, float | None]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "generation" in raw:
+            raw = {**raw, "cluster": raw["generation"]}
+            raw.pop("generation")
+        return raw
+
+
+class ABLook(_Part):
+    """One look of the sequential decision."""
+
+    look: int
+    final: bool = False
+    elapsed_s: float
+    pairs: int  # per run, the fewest
+    clusters: int = 0
+    level: float = 0.95
+    verdicts: dict[str, dict[str, str]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "generation" in raw:
+            raw = {**raw, "look": raw["generation"], "clusters": raw["generation"]}
+            raw.pop("generation")
+        return raw
+
+
+class ABRecord(_Part):
+    kind: Literal["perfbench ab"] = AB_KIND
+    version: int = AB_VERSION
+    scenario: str = ""
+    emulation: str | None = None  # emulated npu: CPU timings of emulated ops, never a real NPU's
+    base: ABArm = Field(default_factory=ABArm)
+    head: ABArm = Field(default_factory=ABArm)
+    mode: Literal["one process", "two processes"] = "two processes"
+    mode_reason: str = ""  # why two processes, when one was not possible
+    settings: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["ok", "error", "interrupted"] = "ok"
+    stopped: str = ""
+    exit_code: int = 3
+    verdicts: dict[str, dict[str, ABVerdict]] = Field(default_factory=dict)
+    trail: list[ABLook] = Field(default_factory=list)
+    pairs: list[ABPair] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            version = raw.get("version", 1)
+            if isinstance(version, int) and version > AB_VERSION:
+                raise ValueError(f"version {version} is newer than this perfbench reads ({AB_VERSION})")
+            raw = {**raw, "version": version}
+        return raw
+
+    def ratios(self) -> list[ABVerdict]:
+        return [v for per in self.verdicts.values() for v in per.values()]
+
+
+def read_ab_record(folder: Path, name: str | None = None) -> ABRecord:
+    """The folder's ab.json as a typed record, or a one-line UserError naming the file and the field."""
+    path = Path(folder) / AB_FILE
+    where = name or str(path)
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as err:
+        raise UserError(f"{where}: unreadable {AB_FILE} ({' '.join(str(err).split())})") from None
+    if not isinstance(raw, dict) or raw.get("kind", AB_KIND) != AB_KIND:
+        raise UserError(f"{where}: {AB_FILE} is not a perfbench ab record")
+    try:
+        return ABRecord.model_validate(raw)
+    except ValidationError as err:
+        raise UserError(record_error(err, f"{where}: {AB_FILE}", ABRecord)) from None
+
+
+def is_ab_folder(folder: Path) -> bool:
+    return (Path(folder) / AB_FILE).is_file()
