@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -175,17 +176,25 @@ def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None
 @click.option("--current", required=True, type=click.Path(), help="Current result folder, or an ab folder.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="gate.yaml (default rules if absent).")
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write a markdown summary here (+ .json beside).")
+@click.option("--confirm/--no-confirm", "confirm", default=None,
+              help="Decide each absolute-timing suspect with a paired `perfbench ab` of the two folders' commits "
+                   "(default: on when the CI environment variable is set).")
 @user_errors
-def gate(baseline: str | None, current: str, rules: str | None, summary: str | None) -> None:
-    """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide)."""
+def gate(baseline: str | None, current: str, rules: str | None, summary: str | None, confirm: bool | None) -> None:
+    """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide).
+
+    Absolute timings of two folders are suspects only: --confirm decides them on pairs; one that cannot be
+    confirmed is reported as unconfirmed and never fails."""
     from perfbench.gate.engine import run_gate
 
     if summary is not None:  # before the gate runs: a summary it cannot write is exit 2, not a late traceback
         check_output_file(summary, "--summary")
         if Path(summary).suffix != ".json":  # run_gate refuses a .json summary itself
             check_output_file(Path(summary).with_suffix(".json"), "--summary (its .json beside)")
+    if confirm is None:
+        confirm = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
     sys.exit(run_gate(Path(baseline) if baseline else None, Path(current), Path(rules) if rules else None,
-                      Path(summary) if summary else None))
+                      Path(summary) if summary else None, confirm_suspects=confirm))
 
 
 @main.group()

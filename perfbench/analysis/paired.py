@@ -19,8 +19,8 @@ is what an interval must cover, so the cluster is the statistical unit:
   lies inside [1 / (1 + band), 1 + band]; "slower" when it lies above 1 + margin; "faster" when below
   1 / (1 + margin); else "inconclusive". The margin keeps a real but negligible layout effect from being called
   a change (Stabilizer: one process is one layout sample).
-- Many (run, metric) tests in one job: Holm's step-down correction of the one-sided p-values of "slower" decides
-  the exit code (`holm`), so a job of 8 tests is not 8 chances of a false alarm.
+- Many (run, metric) tests in one job: Holm's step-down correction (`stats.holm_adjust`) of the one-sided
+  p-values of "slower" decides the exit code (`regressions`), so a job of 8 tests is not 8 chances of a false alarm.
 - An undecided metric says how many more clusters it needs (`clusters_needed`), from its own between-cluster
   spread.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-from perfbench.analysis.stats import CI_LEVEL
+from perfbench.analysis.stats import CI_LEVEL, holm_adjust
 
 TRIM = 0.2
 MIN_TRIM_PAIRS = 5  # a cluster of fewer pairs is summarised by its plain mean (trimming 20% of 4 trims nothing)
@@ -235,22 +235,29 @@ def paired_ratio(clusters: Mapping[object, tuple[Sequence[float], Sequence[float
                        needed)
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (Holm 1979), in the order given: sort ascending, multiply the i-th
-    smallest (0-based) by (m - i), take the running maximum, cap at 1."""
-    p = np.asarray(p_values, dtype=float)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * float(p[index])))
-        adjusted[index] = running
-    return [float(v) for v in adjusted]
-
-
 def regressions(ratios: Sequence[PairedRatio]) -> list[bool]:
     """Which "slower" verdicts survive Holm's correction across all of `ratios` (one per (run, metric)) at the
     one-sided level of the interval each was judged by."""
-    adjusted = holm([r.p_slower for r in ratios])
+    adjusted = holm_adjust([r.p_slower for r in ratios])
     return [r.verdict == SLOWER and p < (1 - r.level) / 2 for r, p in zip(ratios, adjusted)]
+
+
+def ratio_of_intervals(first: tuple[float, float, float, int], second: tuple[float, float, float, int],
+                       level: float = CI_LEVEL) -> tuple[float, float]:
+    """second / first of two independent estimates, each (value, low, high, clusters) with a t interval at
+    `level` over `clusters` clusters: (ratio, one-sided p-value of "second / first > 1"). Each standard error is
+    recovered from its interval's half-width on the log scale and its t quantile; the two are combined with
+    Welch-Satterthwaite degrees of freedom. A side with fewer than two clusters has no known spread: p is 1."""
+    parts = []
+    for value, low, high, clusters in (first, second):
+        if clusters < MIN_CLUSTERS or not (0 < low <= value <= high < math.inf):
+            return (second[0] / first[0] if first[0] > 0 else math.inf), 1.0
+        quantile = float(scipy_stats.t.ppf((1 + level) / 2, clusters - 1))
+        parts.append(((math.log(high) - math.log(low)) / (2 * quantile), clusters - 1))
+    (se1, df1), (se2, df2) = parts
+    diff = math.log(second[0]) - math.log(first[0])
+    var = se1**2 + se2**2
+    if var == 0:
+        return math.exp(diff), 0.0 if diff > 0 else 1.0
+    df = var**2 / (se1**4 / df1 + se2**4 / df2)
+    return math.exp(diff), float(scipy_stats.t.sf(diff / math.sqrt(var), df))

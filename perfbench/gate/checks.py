@@ -13,8 +13,10 @@ from typing import Any
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import noise_band, stats
+from perfbench.analysis import paired as paired_stats
 from perfbench.analysis.effect import effect
 from perfbench.analysis.rounds import ROUND_PREFIX, tested_samples
+from perfbench.analysis.speedup import Speedup
 from perfbench.analysis.stability import contended, host_speed_differs
 from perfbench.gate.rules import (
     METRICS,
@@ -23,6 +25,7 @@ from perfbench.gate.rules import (
     OpCountRule,
     RatioRule,
     Selector,
+    SpeedupRule,
     TimingRule,
     TogglesRule,
     TracePlanRule,
@@ -33,6 +36,9 @@ PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 # A timing check whose evidence cannot decide: the effect is within the noise, or the machine was contended.
 # It is neither a pass nor a failure.
 INCONCLUSIVE = "INCONCLUSIVE"
+# A timing suspect (folders timed at different times) that no paired rerun could confirm: reported, never a
+# failure and never a reason for exit 3 by itself (perfbench/gate/confirm.py).
+UNCONFIRMED = "UNCONFIRMED"
 _COUNT_SLACK = 1e-9  # op counts may be per-step averages (floats); ignore rounding noise
 
 
@@ -158,7 +164,7 @@ def mann_whitney_p(rule: TimingRule, base: RunResult, cur: RunResult) -> float |
     return change.p_value if change.method == "mann-whitney" else None  # else no-overlap decides, not p
 
 
-UNPAIRED = "unpaired (the folders were timed at different times): advisory; `perfbench ab` decides from pairs"
+UNPAIRED = "unpaired: the folders were timed at different times (a suspect: `gate --confirm` decides it on pairs)"
 
 
 def could_explain(base: RunResult, cur: RunResult) -> str:
@@ -241,6 +247,31 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
         details["noted"] = busy
     return CheckResult(status, "timing", name, cur.run_id,
                        f"{_direction(metric, ratio)} ({values}), {evidence}, {threshold_text}; {UNPAIRED}", details)
+
+
+# ---- paired speed-ups vs baseline ----------------------------------------------------------------
+
+def check_speedup(rule: SpeedupRule, label: str, base: Speedup | None, cur: Speedup | None) -> CheckResult:
+    """A plan's paired speed-up over its baseline, current against the baseline folder's. Both were measured
+    within one folder's blocks, so host speed cancels in each; what is left is compared as two independent
+    estimates (`paired.ratio_of_intervals`). FAIL when the speed-up fell by more than the threshold and the fall
+    is significant at `alpha` (one-sided); INCONCLUSIVE when it fell that far but could be noise."""
+    name = rule.name or f"{rule.metric} speed-up"
+    if base is None or cur is None or base.basis != "blocks" or cur.basis != "blocks":
+        side = "baseline" if base is None or base.basis != "blocks" else "current"
+        return CheckResult(SKIP, "speedup", name, label, f"no paired (block-timed) speed-up in the {side} folder")
+    # fell = baseline's speed-up / current's (> 1: the plan gained less over its baseline than before)
+    fell, p = paired_stats.ratio_of_intervals((cur.value, cur.low, cur.high, cur.clusters),
+                                              (base.value, base.low, base.high, base.clusters))
+    details = {"metric": rule.metric, "baseline": base.value, "current": cur.value, "fell": fell, "p_value": p,
+               "threshold": rule.threshold, "alpha": rule.alpha}
+    text = (f"speed-up {cur.ci_text()} vs {base.ci_text()} in the baseline folder (paired within each folder: "
+            f"host speed cancels); fell {fell:.3f}x, p={p:.2g}, threshold {rule.threshold:.0%}")
+    if fell <= 1.0 + rule.threshold:
+        return CheckResult(PASS, "speedup", name, label, text, details)
+    if p < rule.alpha:
+        return CheckResult(FAIL, "speedup", name, label, text, details)
+    return CheckResult(INCONCLUSIVE, "speedup", name, label, text + " (not significant: inconclusive)", details)
 
 
 # ---- deterministic checks vs baseline ------------------------------------------------------------

@@ -10,6 +10,11 @@ folder (unless gate.yaml says `missing_runs: skip`: a truncated sweep must not p
 rules found nothing to compare. A timing check whose evidence cannot decide (effect within the noise, CI across
 the bound, a contended machine) is INCONCLUSIVE: no failure, and no pass either.
 
+Absolute timings of two folders were measured at different times, so a timing check that fails between them is
+a suspect: with `confirm` it is decided on pairs (perfbench/gate/confirm.py), and one that cannot be confirmed
+is UNCONFIRMED, reported but never failing. The paired speed-ups of each plan over its baseline (measured in the
+same blocks of one folder, so host speed cancels) are compared across folders by `speedup` rules.
+
 Exit codes: 0 pass, 1 regression, 2 input error (`UserError`: missing folder, no results.jsonl, bad rules),
 3 inconclusive (nothing failed, but at least one timing check could not decide).
 
@@ -31,6 +36,7 @@ import click
 from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
+from perfbench.analysis.speedup import baseline_of, plan_label, speedups
 from perfbench.errors import UserError
 from perfbench.gate.ab_folder import evaluate_ab
 from perfbench.gate.checks import (
@@ -38,10 +44,12 @@ from perfbench.gate.checks import (
     INCONCLUSIVE,
     PASS,
     SKIP,
+    UNCONFIRMED,
     CheckResult,
     check_numerics,
     check_op_count,
     check_ratio_pair,
+    check_speedup,
     check_timing,
     check_toggles,
     check_trace_plan,
@@ -49,7 +57,8 @@ from perfbench.gate.checks import (
     ratio_pairs,
     selects,
 )
-from perfbench.gate.rules import GateRules, RatioRule, TimingRule, default_rules, load_rules
+from perfbench.gate.confirm import ABRunner, confirm, run_ab_job
+from perfbench.gate.rules import GateRules, RatioRule, SpeedupRule, TimingRule, default_rules, load_rules
 from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text
 from perfbench.results import load_folder as load_result_folder
 from perfbench.results.ab_record import is_ab_folder
@@ -89,8 +98,9 @@ class GateReport:
         return {EXIT_FAIL: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(self.exit_code, "PASS")
 
     def headline(self) -> str:
+        unconfirmed = f", {self.count(UNCONFIRMED)} unconfirmed" if self.count(UNCONFIRMED) else ""
         return (f"gate: {self.verdict} ({self.count(FAIL)} failed, {self.count(PASS)} passed, "
-                f"{self.count(INCONCLUSIVE)} inconclusive, {self.count(SKIP)} not compared; "
+                f"{self.count(INCONCLUSIVE)} inconclusive{unconfirmed}, {self.count(SKIP)} not compared; "
                 f"rules: {self.rules_source})")
 
     def terminal(self) -> str:
@@ -100,7 +110,7 @@ class GateReport:
         return _json_safe({"result": self.verdict.lower(), "exit_code": self.exit_code,
                 "baseline": str(self.baseline.path), "current": str(self.current.path),
                 "baseline_provenance": self.baseline.provenance, "rules": self.rules_source,
-                "counts": {s.lower(): self.count(s) for s in (FAIL, PASS, INCONCLUSIVE, SKIP)},
+                "counts": {s.lower(): self.count(s) for s in (FAIL, PASS, INCONCLUSIVE, UNCONFIRMED, SKIP)},
                 "checks": [c.to_dict() for c in self.checks]})
 
     def markdown(self) -> str:
@@ -113,7 +123,8 @@ class GateReport:
                  f"rules: {self.rules_source}", "",
                  f"**{self.count(FAIL)} failed**, {self.count(PASS)} passed, "
                  f"{self.count(INCONCLUSIVE)} inconclusive, {self.count(SKIP)} not compared", ""]
-        for title, status in (("Failures", FAIL), ("Inconclusive", INCONCLUSIVE), ("Not compared", SKIP)):
+        for title, status in (("Failures", FAIL), ("Inconclusive", INCONCLUSIVE),
+                              ("Unconfirmed timing suspects (never a failure)", UNCONFIRMED), ("Not compared", SKIP)):
             rows = [c for c in self.checks if c.status == status]
             if rows:
                 lines += [f"### {title}", "", *_md_table(rows), ""]
@@ -266,9 +277,34 @@ def evaluate(baseline: ResultFolder, current: ResultFolder, rules: GateRules) ->
             # runs made without profiling have no trace to check: nothing to say about them
             checks += [check_trace_plan(rule, c) for c in current_ok
                        if selects(c, rule.where) and c.trace.plan_check]
+        elif rule.kind == "speedup":
+            checks += _speedup_checks(rule, baseline, current, {c.spec.combination_id for _, c in pairs})
         else:
             checks += _ratio_checks(rule, merge_rounds(list(current.runs.values())))
     return report
+
+
+def _speedup_checks(rule: SpeedupRule, baseline: ResultFolder, current: ResultFolder,
+                    comparable: set[str]) -> list[CheckResult]:
+    """Each plan's paired speed-up (current folder) against the same plan's in the baseline folder, for the
+    plans whose runs are comparable (same software); nothing when neither folder timed its plans in blocks."""
+    base_gains, cur_gains = speedups(baseline.results), speedups(current.results)
+    paired_somewhere = any(g is not None and g.basis == "blocks" for gains in (base_gains, cur_gains)
+                           for per in gains.values() for g in per.values())
+    if not paired_somewhere:
+        return []
+    merged = [r for r in merge_rounds(current.results) if r.status == "ok"]
+    representative = {r.spec.combination_id: r for r in merged}
+    reference = baseline_of(merged)
+    out = []
+    for cid, per in sorted(cur_gains.items()):
+        run = representative.get(cid)
+        if (run is None or cid not in comparable or cid not in base_gains or not selects(run, rule.where)
+                or (reference is not None and cid == reference.spec.combination_id)):
+            continue
+        out.append(check_speedup(rule, f"{cid} ({plan_label(run)})", base_gains[cid].get(rule.metric),
+                                 per.get(rule.metric)))
+    return out
 
 
 def _adjusted_p_values(rules: GateRules,
@@ -309,8 +345,10 @@ def refuse_mixed_emulation(base: ResultFolder, cur: ResultFolder) -> None:
                         f"results of the same emulation")
 
 
-def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: Path | None) -> int:
+def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: Path | None,
+             confirm_suspects: bool = False, repo: Path | None = None, runner: ABRunner = run_ab_job) -> int:
     """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given.
+    With `confirm_suspects`, timing suspects are decided on pairs (perfbench/gate/confirm.py) in `repo`.
 
     Returns:
         0 when every check passed, 1 on a regression, 3 when nothing failed but a timing check could not
@@ -332,11 +370,21 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
         base_folder, current_folder = load_folder(baseline, "baseline"), load_folder(current, "current")
         refuse_mixed_emulation(base_folder, current_folder)
         report = evaluate(base_folder, current_folder, gate_rules)
+        if confirm_suspects:
+            report.checks = confirm(report.checks, base_folder, current_folder, repo or Path.cwd(), runner)
+        else:
+            report.checks = [_unconfirmed_failure(c) for c in report.checks]
     click.echo(report.terminal())
     if summary is not None:
         atomic_write_text(summary, report.markdown())
         atomic_write_json(summary.with_suffix(".json"), report.to_json())
     return report.exit_code
+
+
+def _unconfirmed_failure(check: CheckResult) -> CheckResult:
+    if check.kind == "timing" and check.status == FAIL:
+        check.message += "; not confirmed on pairs (run with --confirm: a suspect alone then never fails)"
+    return check
 
 
 # ---- baselines -----------------------------------------------------------------------------------

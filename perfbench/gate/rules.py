@@ -9,7 +9,11 @@ and `missing_runs: fail | skip` (default fail: a run that was ok in the baseline
 run_id in the current folder fails the gate, so a truncated sweep cannot pass; skip reports it as not
 compared):
 
-  timing    current vs baseline, one-sided, per run_id: relative threshold AND a test on the raw samples
+  timing    current vs baseline, one-sided, per run_id: relative threshold AND a test on the raw samples; the
+            folders were timed at different times, so a failure is a suspect that `gate --confirm` decides on
+            pairs (perfbench/gate/confirm.py)
+  speedup   each plan's paired speed-up over its baseline (timed in the same blocks, so host speed cancels),
+            current vs baseline folder: fails when it fell by more than `threshold` and significantly
   ratio     within the current folder: metric(numerator run) / metric(denominator run) >= min
   toggles   every toggle `on` in the baseline is still `on` for the same run_id
   op_count  decode ops per step (total, and per op) do not grow beyond the baseline by more than `tolerance`
@@ -185,6 +189,15 @@ class TimingRule(_Rule):
     kind: Literal["timing"] = "timing"
 
 
+class SpeedupRule(_Rule):
+    metric: Literal["ttft_ms", "tpot_ms"]
+    threshold: Relative = 0.10
+    alpha: Annotated[float, _checked(_alpha)] = 0.01
+    where: SelectorField = Field(default_factory=dict)
+    name: Name = ""
+    kind: Literal["speedup"] = "speedup"
+
+
 class RatioRule(_Rule):
     metric: Annotated[str, _checked(_metric)]
     numerator: SelectorField
@@ -235,8 +248,9 @@ class TracePlanRule(_Rule):
     kind: Literal["trace_plan"] = "trace_plan"
 
 
-Rule = TimingRule | RatioRule | TogglesRule | OpCountRule | NumericsRule | TracePlanRule
-RULE_CLASSES: dict[str, type[_Rule]] = {"timing": TimingRule, "ratio": RatioRule, "toggles": TogglesRule,
+Rule = TimingRule | SpeedupRule | RatioRule | TogglesRule | OpCountRule | NumericsRule | TracePlanRule
+RULE_CLASSES: dict[str, type[_Rule]] = {"timing": TimingRule, "speedup": SpeedupRule, "ratio": RatioRule,
+                                        "toggles": TogglesRule,
                                         "op_count": OpCountRule, "numerics": NumericsRule,
                                         "trace_plan": TracePlanRule}
 
@@ -256,10 +270,11 @@ class GateRules:
 
 
 def default_rules() -> GateRules:
-    """TTFT and TPOT medians (10 % threshold, one-sided Mann-Whitney at alpha 0.01), toggles, numerics, and
-    traces matching their plans."""
-    return GateRules((TimingRule(metric="tpot_ms"), TimingRule(metric="ttft_ms"), TogglesRule(), NumericsRule(),
-                      TracePlanRule()), "default rules")
+    """TTFT and TPOT medians (10 % threshold, one-sided Mann-Whitney at alpha 0.01; suspects that --confirm
+    decides), the paired speed-ups of TTFT and TPOT (10 %), toggles, numerics, and traces matching their plans."""
+    return GateRules((TimingRule(metric="tpot_ms"), TimingRule(metric="ttft_ms"), SpeedupRule(metric="tpot_ms"),
+                      SpeedupRule(metric="ttft_ms"), TogglesRule(), NumericsRule(), TracePlanRule()),
+                     "default rules")
 
 
 def load_rules(path: Path) -> GateRules:

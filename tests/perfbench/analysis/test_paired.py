@@ -98,13 +98,6 @@ def test_band_and_margin_are_checked():
         paired.decide(1.0, 1.0, 0.05, 0.05)
 
 
-def test_holm_by_hand():
-    # p = .01 .04 .03 .005, m = 4: sorted .005 x4 = .02, .01 x3 = .03, .03 x2 = .06, .04 x1 = .04 -> running max
-    assert paired.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert paired.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    assert paired.holm([]) == []
-
-
 def test_only_slower_verdicts_that_survive_holm_are_regressions():
     def ratio(verdict: str, p: float) -> paired.PairedRatio:
         return paired.PairedRatio(1.1, 1.02, 1.2, 40, 5, 0.05, 0.01, 0.95, "t", verdict, p)
@@ -212,3 +205,16 @@ def test_simulated_plants_are_found():
 def test_the_trimmed_mean_is_scipys(size: int):
     x = np.random.default_rng(size).standard_t(3, size)
     assert paired.trimmed_mean(x) == pytest.approx(float(scipy_stats.trim_mean(x, 0.2)))
+
+
+def test_ratio_of_intervals_by_hand():
+    # first 1.0 [exp(-0.1), exp(0.1)] over 5 clusters, second exp(0.3) [exp(0.2), exp(0.4)] over 5: each se =
+    # 0.1 / t(0.975, 4) = 0.1 / 2.7764 = 0.036018; the difference 0.3 has se 0.050937 with Welch df 8
+    # (equal parts: (2 se^2)^2 / (2 se^4 / 4) = 8); t = 5.8896, one-sided p = t.sf(5.8896, 8)
+    first = (1.0, math.exp(-0.1), math.exp(0.1), 5)
+    second = (math.exp(0.3), math.exp(0.2), math.exp(0.4), 5)
+    ratio, p = paired.ratio_of_intervals(first, second)
+    assert ratio == pytest.approx(math.exp(0.3))
+    assert p == pytest.approx(float(scipy_stats.t.sf(0.3 / (math.sqrt(2) * 0.1 / 2.7764), 8)), rel=1e-3)
+    # one cluster on a side: no spread known, never significant
+    assert paired.ratio_of_intervals((1.0, 0.9, 1.1, 1), second)[1] == 1.0

@@ -74,7 +74,8 @@ def in_memory(runs: list[RunResult], name: str = "mem") -> ResultFolder:
 
 
 def gate(*args: str) -> Any:
-    return CliRunner().invoke(main, ["gate", *args])
+    """The gate without confirmation (whatever CI says): these tests are about the checks themselves."""
+    return CliRunner().invoke(main, ["gate", "--no-confirm", *args])
 
 
 def write_rules(tmp_path: Path, text: str, name: str = "gate.yaml") -> Path:
@@ -126,8 +127,9 @@ def test_planted_slowdown_fails_with_named_run_metric_ratio_p(ab_folders: tuple[
     assert result.exit_code == 1, result.output
     line = next(ln for ln in result.output.splitlines() if ln.startswith("FAIL tpot_ms"))
     match = re.fullmatch(r"FAIL tpot_ms run=abc123: (1\.\d\d)x slower \(median ([\d.]+) ms vs ([\d.]+) ms\), "
-                         r"p=([\d.e-]+) < 0\.01, threshold 10%; unpaired \(the folders were timed at different "
-                         r"times\): advisory; `perfbench ab` decides from pairs", line)
+                         r"p=([\d.e-]+) < 0\.01, threshold 10%; unpaired: the folders were timed at different "
+                         r"times \(a suspect: `gate --confirm` decides it on pairs\); not confirmed on pairs \(run "
+                         r"with --confirm: a suspect alone then never fails\)", line)
     assert match, line
     assert 1.10 < float(match[1]) < 1.25 and float(match[4]) < 0.01
     assert re.search(r"^PASS ttft_ms run=abc123", result.output, re.M)
@@ -409,7 +411,7 @@ def test_folder_without_results_exit_2(tmp_path: Path) -> None:
     ("rules: [{kind: timing, metric: tpot_ms, treshold: 0.1}]",
      "error: gate.yaml: rules[0]: unknown key 'treshold' for kind timing; allowed: "),
     ("rules: [{kind: speed}]",
-     "error: gate.yaml: rules[0].kind: unknown kind 'speed'; allowed: timing, ratio"),
+     "error: gate.yaml: rules[0].kind: unknown kind 'speed'; allowed: timing, speedup, ratio"),
     ("rules: [{kind: toggles, where: {batch: 1}}]",
      "error: gate.yaml: rules[0].where: unknown run field 'batch'"),
     ("rules: [{kind: toggles, where: {eff.graph_mode: maybe}}]",

@@ -1,0 +1,129 @@
+"""Timing suspects between two folders: never a failure by themselves; decided on pairs with --confirm.
+
+The committed ci_smoke baseline (schema 4, measured with uncommitted changes) and copies of it with every
+latency scaled stand for two folders timed at different times; the confirming ab job is a recorded verdict
+(an injected runner), so nothing here times anything."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perfbench.cli import main
+from perfbench.gate.engine import run_gate
+from perfbench.results.ab_record import ABRecord, ABVerdict
+
+REPO = Path(__file__).resolve().parents[3]
+BASELINE = REPO / "baselines" / "ci_smoke"
+LATENCY_KEYS = ("ttft_ms", "tpot_ms", "tpot_steps_ms")
+
+
+def _copy(dst: Path, factor: float = 1.0, sha: str | None = None, dirty: bool | None = None) -> Path:
+    """The baseline's results with every latency sample and latency summary x `factor`, and optionally another
+    recorded commit."""
+    dst.mkdir(parents=True)
+    shutil.copy(BASELINE / "scenario.json", dst / "scenario.json")
+    lines = []
+    for line in (BASELINE / "results.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for key in LATENCY_KEYS:
+            if key in record["samples"]:
+                record["samples"][key] = [v * factor for v in record["samples"][key]]
+        for key, value in list(record.get("summary", {}).items()):
+            if value is not None and ("_ms_" in key):
+                record["summary"][key] = value * factor
+            elif value is not None and key.endswith("_tok_s"):
+                record["summary"][key] = value / factor
+        if sha is not None:
+            record["env"]["git_sha"] = sha
+        if dirty is not None:
+            record["env"]["git_dirty"] = dirty
+        lines.append(json.dumps(record))
+    (dst / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return dst
+
+
+def _gate(*args: str):
+    return CliRunner().invoke(main, ["gate", *args])
+
+
+def _head(n: int = 0) -> str:
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", f"HEAD~{n}"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_without_confirmation_the_gate_decides_on_absolute_timings_as_before(tmp_path: Path):
+    for factor, code in ((1.0, 0), (0.8, 0), (1.2, 1)):
+        result = _gate("--no-confirm", "--baseline", str(BASELINE), "--current",
+                       str(_copy(tmp_path / f"x{factor}", factor)))
+        assert result.exit_code == code, result.output
+    assert "not confirmed on pairs (run with --confirm" in result.output
+
+
+def test_a_suspect_between_folders_of_one_commit_is_the_hosts_not_the_codes(tmp_path: Path):
+    sha = _head()
+    base = _copy(tmp_path / "base", 1.0, sha=sha, dirty=False)
+    slower = _copy(tmp_path / "slower", 1.2, sha=sha, dirty=False)
+    result = _gate("--confirm", "--baseline", str(base), "--current", str(slower))
+    assert result.exit_code == 0, result.output
+    assert f"not a code change: both folders were measured at {sha[:12]}" in result.output
+
+
+def test_a_suspect_that_cannot_be_confirmed_is_reported_and_never_fails(tmp_path: Path):
+    # the committed baseline was measured with uncommitted changes: no paired rerun can reproduce it
+    result = _gate("--confirm", "--baseline", str(BASELINE), "--current", str(_copy(tmp_path / "slower", 1.2)))
+    assert result.exit_code == 0, result.output
+    assert "UNCONFIRMED" in result.output and "measured with uncommitted changes" in result.output
+    assert "unconfirmed" in result.output.splitlines()[-1]
+    # a commit that is not in this repository
+    base = _copy(tmp_path / "base", 1.0, sha="f" * 40, dirty=False)
+    cur = _copy(tmp_path / "cur", 1.2, sha=_head(), dirty=False)
+    result = _gate("--confirm", "--baseline", str(base), "--current", str(cur))
+    assert result.exit_code == 0 and f"commit {'f' * 12} is not in" in result.output, result.output
+
+
+def _recorded(verdict: str, regression: bool, ratio: float):
+    """A runner that answers every run of the folder with one recorded verdict, and remembers its calls."""
+    calls = []
+
+    def runner(base: str, head: str, scenario: str, out: Path) -> ABRecord:
+        calls.append((base, head, scenario, out))
+        runs = [json.loads(line)["spec"] for line in (BASELINE / "results.jsonl").read_text().splitlines()]
+        v = ABVerdict(ratio=ratio, ci_low=ratio * 0.97, ci_high=ratio * 1.03, pairs=48, clusters=8, band=0.05,
+                      margin=0.01, level=0.95, method="t", verdict=verdict, p_slower=1e-4 if regression else 0.5,
+                      regression=regression)
+        ids = {spec["run_id"] for spec in runs}  # ci_smoke's run ids are its combination ids
+        return ABRecord(mode="one process", verdicts={rid: {"ttft_ms": v, "tpot_ms": v} for rid in ids})
+
+    return runner, calls
+
+
+@pytest.mark.parametrize(("verdict", "regression", "ratio", "code", "words"), [
+    ("slower", True, 1.3, 1, "confirmed by ab"),
+    ("same", False, 1.0, 0, "not confirmed: ab"),
+    ("inconclusive", False, 1.04, 0, "unconfirmed: ab"),
+])
+def test_a_suspect_between_two_commits_is_decided_by_a_paired_ab_job(tmp_path: Path, verdict: str,
+                                                                     regression: bool, ratio: float, code: int,
+                                                                     words: str):
+    base_sha, cur_sha = _head(1), _head(0)
+    base = _copy(tmp_path / "base", 1.0, sha=base_sha, dirty=False)
+    cur = _copy(tmp_path / "cur", 1.3, sha=cur_sha, dirty=False)
+    runner, calls = _recorded(verdict, regression, ratio)
+    assert run_gate(base, cur, None, None, confirm_suspects=True, repo=REPO, runner=runner) == code
+    assert [(b, h) for b, h, _, _ in calls] == [(base_sha, cur_sha)]  # one job for every suspect
+    assert calls[0][3] == cur / "confirm-ab"
+
+
+def test_the_confirming_pairs_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    base = _copy(tmp_path / "base", 1.0, sha=_head(1), dirty=False)
+    cur = _copy(tmp_path / "cur", 1.3, sha=_head(0), dirty=False)
+    runner, _ = _recorded("slower", True, 1.3)
+    run_gate(base, cur, None, None, confirm_suspects=True, repo=REPO, runner=runner)
+    out = capsys.readouterr().out
+    assert "confirmed by ab" in out and "head/base 1.300x [1.261, 1.339] over 48 pairs in 8 clusters" in out
