@@ -33,7 +33,8 @@ def current_from_baseline(tmp_path: Path, edit=None) -> Path:
 
 
 def gate(current: Path, *rules: str):
-    return CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(BASELINE), "--current", str(current), *rules])
+    return CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(BASELINE), "--current",
+                                     str(current), *rules])
 
 
 def test_smoke_gate_passes_on_another_cpu_model(tmp_path):
