@@ -2,8 +2,8 @@
 
 A baseline folder and a current folder were timed at different times, maybe on a host running at another speed,
 so an absolute timing check that fails between them (gate/checks.py `check_timing`), or finds the threshold
-passed without significance, is a *suspect*, never a failure by itself. With `--confirm` (on by default when the CI environment variable is set) each suspect is
-decided so:
+passed without significance, is a *suspect*, never a failure by itself. With `--confirm` (on by default when
+the CI environment variable is set) each suspect is decided so:
 
 - both folders were measured at the same clean commit: the code did not change, so the difference is the
   host's: PASS, saying so;
