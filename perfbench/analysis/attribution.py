@@ -28,6 +28,7 @@ from itertools import combinations
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import stats
 from perfbench.analysis.speedup import paired_ratio_ci
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.errors import UserError
 from perfbench.results import SUMMARY_KEYS, RunResult, WorkloadShape
 
@@ -35,7 +36,6 @@ from perfbench.results import SUMMARY_KEYS, RunResult, WorkloadShape
 # of a ratio of medians can be computed. Other metrics get point estimates only.
 SAMPLE_KEYS: dict[str, str] = {"ttft_ms_median": "ttft_ms", "tpot_ms_median": "tpot_ms"}
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"prefill_tok_s", "decode_tok_s"})
-CI_LEVEL = stats.CI_LEVEL
 
 
 def higher_is_better(metric: str) -> bool:

@@ -25,15 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfbench.analysis import noise_band, stats
+from perfbench.analysis import noise_band
 from perfbench.analysis.attribution import higher_is_better
 from perfbench.analysis.effect import effect
 from perfbench.analysis.rounds import merge_rounds, round_samples, tested_samples
 from perfbench.analysis.stability import contended
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.results import RunResult, WorkloadShape
 
 ALPHA = 0.05
-CI_LEVEL = stats.CI_LEVEL
 # metric -> raw samples it is tested on
 COMPARED = {"ttft_ms_median": "ttft_ms", "tpot_ms_median": "tpot_ms", "prefill_tok_s": "ttft_ms",
             "decode_tok_s": "tpot_ms"}

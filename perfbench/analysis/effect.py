@@ -49,7 +49,8 @@ class Effect:
 
 
 def effect(before: Sequence[float], after: Sequence[float], alternative: str = "two-sided", alpha: float = 0.05,
-           ci_level: float | None = 0.95, stat: Callable[..., float] = stats.median, n_boot: int = 2000) -> Effect:
+           ci_level: float | None = stats.CI_LEVEL, stat: Callable[..., float] = stats.median,
+           n_boot: int = stats.N_BOOT) -> Effect:
     """Ratio, CI (at `ci_level`; none when None) and Mann-Whitney test of `after` against `before`."""
     if alternative not in stats.ALTERNATIVES:
         raise ValueError(f"alternative must be one of {', '.join(stats.ALTERNATIVES)}, got {alternative!r}")

@@ -33,10 +33,10 @@ from scipy import stats as scipy_stats
 from perfbench.analysis import noise_band, paired, stats
 from perfbench.analysis.rounds import by_combination, merge_rounds
 from perfbench.analysis.stability import host_speed_differs
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunResult
 
-CI_LEVEL = stats.CI_LEVEL
 FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no change", "unstable"
 INCONCLUSIVE = paired.INCONCLUSIVE
 PAIRED_VERDICT = {paired.FASTER: FASTER, paired.SLOWER: SLOWER, paired.SAME: SAME,
@@ -109,7 +109,7 @@ def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float
 
 
 def two_stage_ratio_ci(pairs: list[tuple[list[float], list[float]]], level: float = CI_LEVEL,
-                        n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+                        n_boot: int = stats.N_BOOT, seed: int = 0) -> tuple[float, float, float]:
     """Geometric mean over rounds of median(xs) / median(ys), with a two-stage percentile-bootstrap CI: each
     replicate draws the rounds with replacement, then resamples each drawn round's xs and ys within that
     round. Rounds that disagree widen the CI (the variation between processes shows), and so do noisy
@@ -167,7 +167,7 @@ def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
             value, low, high = paired_ratio_ci([stats.median(xs) / stats.median(ys) for xs, ys in pairs])
             return Speedup(value, low, high, "rounds", _verdict(low, high, unstable, False), len(pairs))
         if len(pairs) == 2 and all(len(xs) >= 2 and len(ys) >= 2 for xs, ys in pairs):
-            value, low, high = two_stage_ratio_ci(pairs, n_boot=1000)
+            value, low, high = two_stage_ratio_ci(pairs, n_boot=stats.N_BOOT)
             in_band = noise_band.inside(SUMMARY_KEY.get(key, key), value, bands)
             return Speedup(value, low, high, "rounds and iterations", _verdict(low, high, unstable, in_band),
                            sum(len(ys) for _, ys in pairs))
@@ -178,7 +178,7 @@ def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
     xs, ys = base.finite_samples(key), cur.finite_samples(key)
     if len(xs) < 2 or len(ys) < 2:
         return None
-    value, low, high = stats.ratio_ci(ys, xs, level=CI_LEVEL, n_boot=1000)  # median(xs) / median(ys)
+    value, low, high = stats.ratio_ci(ys, xs, level=CI_LEVEL, n_boot=stats.N_BOOT)  # median(xs) / median(ys)
     in_band = noise_band.inside(SUMMARY_KEY.get(key, key), value, bands)
     return Speedup(value, low, high, "iterations", _verdict(low, high, unstable, in_band), len(ys))
 

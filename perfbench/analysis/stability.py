@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfbench.analysis import stats
+from perfbench.analysis.stats import CI_LEVEL
 
 if TYPE_CHECKING:
     from perfbench.results import RunResult
@@ -46,7 +47,6 @@ MAX_FREQ_SPREAD = 0.10  # (max - min) / max of the mean CPU clock sampled before
 HOST_SPEED_TOLERANCE = 0.15
 MAX_MEM_PRESSURE = 10.0  # percent of the last 10 s some task stalled on memory
 MIN_MEM_AVAILABLE = 0.05  # share of MemTotal
-CI_LEVEL = stats.CI_LEVEL
 PROBE_SAMPLES = "host_probe_ms"  # the probe readings of a run (perfbench/run/measure.py)
 
 # Other processes may use the cores the run does not need plus this much of one core before the run counts as
@@ -76,7 +76,7 @@ def rel_ci_width(values: list[float], level: float = CI_LEVEL) -> float | None:
     mid = stats.median(values)
     if mid <= 0:
         return None
-    lo, hi = stats.bootstrap_ci(values, level=level, n_boot=1000)
+    lo, hi = stats.bootstrap_ci(values, level=level, n_boot=stats.N_BOOT)
     return (hi - lo) / mid
 
 

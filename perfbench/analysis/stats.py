@@ -14,6 +14,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 CI_LEVEL = 0.95  # every interval perfbench reports, unless a rule asks for another level
+N_BOOT = 2000  # resamples of every percentile bootstrap
 ALTERNATIVES = ("two-sided", "greater", "less")
 # Beyond this many pairs the exact U distribution costs more than it is worth; the normal approximation is
 # then within ~1e-3 of it.
@@ -60,8 +61,8 @@ def _bootstrap_interval(samples: tuple[np.ndarray, ...], statistic: Callable[...
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def bootstrap_ci(values: Sequence[float], stat: Callable[..., float] = median, level: float = 0.95,
-                 n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(values: Sequence[float], stat: Callable[..., float] = median, level: float = CI_LEVEL,
+                 n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap confidence interval of `stat` (Efron): resample with replacement `n_boot` times
     and take the (1-level)/2 and (1+level)/2 quantiles of the resampled statistic (scipy.stats.bootstrap).
     Deterministic for a given seed."""
@@ -72,7 +73,7 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[..., float] = median, l
     return _bootstrap_interval((arr,), stat, False, level, n_boot, seed)
 
 
-def ratio_ci(before: Sequence[float], after: Sequence[float], level: float = 0.95, n_boot: int = 2000,
+def ratio_ci(before: Sequence[float], after: Sequence[float], level: float = CI_LEVEL, n_boot: int = N_BOOT,
              seed: int = 0, stat: Callable[..., float] = median) -> tuple[float, float, float]:
     """Ratio stat(after) / stat(before) (default: ratio of medians) with a percentile-bootstrap CI, both
     samples resampled independently `n_boot` times (scipy.stats.bootstrap). Deterministic for a given seed.

@@ -409,10 +409,10 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     low = high = ratio  # without raw samples the point ratio alone decides
     ci = ""
     if num_samples and den_samples:
-        change = effect(den_samples, num_samples, stat=_statistic(metric), n_boot=1000)
+        change = effect(den_samples, num_samples, stat=_statistic(metric), n_boot=stats.N_BOOT)
         low, high = change.ci_low, change.ci_high
         details.update(ci_low=low, ci_high=high)
-        ci = f", 95% CI [{low:.2f}, {high:.2f}]"
+        ci = f", {stats.CI_LEVEL:.0%} CI [{low:.2f}, {high:.2f}]"
     bounds = " and ".join(b for b in (f">= {rule.min:g}" if rule.min is not None else "",
                                       f"<= {rule.max:g}" if rule.max is not None else "") if b)
     values = f"{fmt(num_value)} / {fmt(den_value)} {metric.unit}{ci}"

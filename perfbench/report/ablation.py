@@ -15,6 +15,7 @@ from perfbench.analysis.attribution import (
     attribute,
     combo_label,
 )
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Heading, Section, Text
 from perfbench.report.table import Column, Table
@@ -28,7 +29,7 @@ ANALYSES = {"marginal": "Marginal effects (each toggle alone vs baseline)",
 
 EXPLANATION = (
     "Speed-up = time without the toggle / time with it (> 1 is faster), from the runs' medians; "
-    "brackets: 95% bootstrap CI of the ratio of sample medians. Effects are combined in log time, so "
+    f"brackets: {CI_LEVEL:.0%} bootstrap CI of the ratio of sample medians. Effects are combined in log time, so "
     "speed-ups multiply. An interaction factor > 1 means the pair together beats the product of their "
     "single speed-ups. Shapley values split the total speed-up from baseline to all on among the toggles, "
     "interactions shared equally. Inactive toggles count as off.")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfbench.analysis import paired
 from perfbench.analysis.rounds import merge_rounds
 from perfbench.analysis.speedup import baseline_of, plan_label, speedups
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
@@ -51,12 +53,13 @@ def headline_section(results: list[RunResult]) -> Section:
                Column("tpot_ms_verdict", "TPOT verdict"), Column("stable"), Column("basis")]
     section.blocks.append(Table("headline", columns, rows,
                                 caption=f"Speed-up over the baseline ({plan_label(base)}): baseline / plan, "
-                                        "95% CI; > 1 is faster"))
+                                        f"{CI_LEVEL:.0%} CI; > 1 is faster"))
     section.blocks.append(Text(
-        "basis 'blocks': baseline and plan timed in the same interleaved blocks of one process; the trimmed mean "
-        "of the within-block log ratios, with a bootstrap CI that resamples processes and the blocks within them; "
-        "'no change' when the whole CI lies within +-3%, 'inconclusive' when the pairs spread too widely to "
-        "decide. Runs timed separately: 'rounds' pairs baseline and plan by interleaved round (t interval), "
+        "basis 'blocks': baseline and plan timed in the same interleaved blocks of one process; per re-allocation "
+        "epoch the trimmed mean of the within-block log ratios, with a Student t CI over the epochs (Yuen's "
+        f"trimmed t from 10); 'no change' when the whole CI lies within +-{paired.DEFAULT_BAND:.0%}, faster or "
+        f"slower when it lies beyond +-{paired.DEFAULT_MARGIN:.0%}, 'inconclusive' otherwise. Runs timed "
+        "separately: 'rounds' pairs baseline and plan by interleaved round (t interval), "
         "'iterations' compares one round with a bootstrap over iterations and the run-to-run band; 'unstable': a "
         "run behind it was judged unstable or the host ran at another speed (see the warnings).", note=True))
     for texts in warnings(results).values():

@@ -7,11 +7,11 @@ from typing import Any
 
 from perfbench.analysis import stats
 from perfbench.analysis.attribution import combo_label
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
 
-CI_LEVEL = stats.CI_LEVEL
 # (summary prefix, raw sample key) of the two latencies the worker times.
 LATENCIES = (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"))
 

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
+from perfbench.analysis.stats import CI_LEVEL
+
 FASTER = "#3a9a4a"
 SLOWER = "#c8413b"
 NEUTRAL = "#5b7db8"
@@ -37,7 +39,7 @@ def speedup_bars(labels: Sequence[str], speedups: Sequence[float], ci_low: Seque
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_yticks(list(ys), labels)
     ax.invert_yaxis()
-    ax.set_xlabel("speed-up (time without / time with), 95% CI")
+    ax.set_xlabel(f"speed-up (time without / time with), {CI_LEVEL:.0%} CI")
     ax.set_title(title, fontsize=10)
     return png_base64(fig)
 

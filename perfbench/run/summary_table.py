@@ -20,10 +20,10 @@ from perfbench.analysis.speedup import (
     plan_label,
     speedups,
 )
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunResult
 
-CI_LEVEL = stats.CI_LEVEL
 WIDTH = 120  # notes wrap here; the tables of the default scenario fit too (tests/perfbench/run/test_summary_table.py)
 
 
