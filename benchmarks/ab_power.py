@@ -1,15 +1,23 @@
-"""How often `perfbench ab` calls a planted slowdown "slower", and how often it calls no change a change.
+"""The power study of `perfbench ab`: how often it calls identical code a change, and how often it finds a plant.
 
-    python benchmarks/ab_power.py [--trials 10] [--planted 0.15,0.05] [--out reports/ab_power]
+    python benchmarks/ab_power.py [--aa 30] [--null 10] [--plant5 10] [--plant15 10] [--seed 0]
+                                  [--truth-time 600] [--out reports/ab_power]
 
-For each planted factor f (and for A/A: an empty commit against its parent) it clones this repository's HEAD
-in a temporary worktree and commits a plant that makes every forward of the tiny model slower by f
-(benchmarks/planted.py). First one long `perfbench ab` of the planted commit against its parent measures what
-the plant really costs here (its TTFT and TPOT ratios with their CIs: the size of the effect, not assumed).
-Then `--trials` ordinary `perfbench ab` jobs at the default settings (different pair orders) record their
-verdicts. It prints, per arm and metric, the share of trials called slower / faster / same with 95%
-Clopper-Pearson intervals, and each trial's wall time. Every trial's folder (ab.json: all pairs) is kept under
---out, and a rerun with the same --out adds trials instead of repeating them.
+Settings and trial counts are fixed before the study (the defaults above, `perfbench ab` at its own defaults) and
+nothing is tuned between trials. Four trial types, each a `perfbench ab PARENT HEAD` job on the tiny workload
+(the default scenario's shape, every toggle off, one run):
+
+- A/A: HEAD is an empty commit on top of PARENT;
+- layout-only null: HEAD adds dead code to model/ (never called), which changes code layout and nothing else
+  (the Mytkowicz / Stabilizer check that plants cannot make);
+- +5% and +15% plants (benchmarks/planted.py: every forward followed by a busy wait of that share of its time).
+
+First, each plant's realised size is measured by one long job (`--truth-time` seconds, one look) and reported
+with its interval, so each plant's target is judged against the size it really has here. Then every trial runs
+once, the types interleaved in a seeded random order in one sitting (a slow spell of the host spreads over all
+types). Every job's folder (ab.json: every pair) is kept under --out; a rerun with the same --out skips the jobs
+already there. It prints, per type and metric, the verdict counts with 95% Clopper-Pearson intervals, the wall
+times, and each acceptance target of the paired-measurement issue as PASS or FAIL.
 
 Timing needs a quiet machine: nothing else running (tests, helpers, builds).
 """
@@ -18,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import subprocess
 import sys
 import time
@@ -26,13 +36,23 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from planted import commit_plant  # noqa: E402
+from planted import commit_plant, commit_source  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-# the default scenario's tiny workload (8 layers, b1, prompt 256, 16 new tokens), all toggles off (no compile: a
-# worker starts in seconds), one run
-SCENARIO = ["perfbench.sweep.design=none", "perfbench.sweep.runs=[]"]
-VERDICTS = ("slower", "faster", "same", "inconclusive")
+SCENARIO = ["--scenario", "default_cpu", "--set", "perfbench.sweep.design=none", "--set", "perfbench.sweep.runs=[]",
+            "--no-report"]
+METRICS = ("ttft_ms", "tpot_ms")
+DEAD_CODE = '''
+
+def _unused_layout_probe(values):  # dead code: never called; it only moves the code that follows in memory
+    total = 0
+    for i, v in enumerate(values):
+        total += (i * 2654435761 + int(v)) % 1000003
+    return total
+
+
+_UNUSED_TABLE = tuple(range(4096))
+'''
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -44,68 +64,104 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 
 def ab(base: str, head: str, out: Path, extra: list[str]) -> tuple[dict, float]:
-    """One `perfbench ab` job of this checkout: (its ab.json, wall seconds)."""
-    sets = [x for s in SCENARIO for x in ("--set", s)]
-    cmd = [sys.executable, "-m", "perfbench.cli", "ab", base, head, "--scenario", "default_cpu", *sets,
-           "--out", str(out), "--no-report", *extra]
+    """One `perfbench ab` job of this checkout: (its ab.json, wall seconds); a kept folder is read back."""
+    if (out / "ab.json").is_file():
+        record = json.loads((out / "ab.json").read_text())
+        return record, float(record.get("wall_s", 0.0))
+    cmd = [sys.executable, "-m", "perfbench.cli", "ab", base, head, *SCENARIO, "--out", str(out), *extra]
     start = time.monotonic()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.monotonic() - start
     if not (out / "ab.json").is_file():
         raise SystemExit(f"ab failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads((out / "ab.json").read_text()), wall
+    record = json.loads((out / "ab.json").read_text())
+    record["wall_s"] = wall
+    (out / "ab.json").write_text(json.dumps(record))
+    return record, wall
 
 
-def verdict_of(record: dict) -> dict[str, str]:
+def verdicts(record: dict) -> dict[str, str]:
     """metric -> verdict of the job's single run."""
     (per,) = record["verdicts"].values()
     return {metric: v["verdict"] for metric, v in per.items()}
 
 
+def add_dead_code(tree: Path) -> None:
+    path = tree / "model" / "layers" / "norm.py"
+    path.write_text(path.read_text() + DEAD_CODE)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--planted", default="0.15,0.05", help="slowdown factors, comma separated")
-    parser.add_argument("--no-aa", action="store_true", help="skip the A/A arm")
-    parser.add_argument("--truth-time", type=float, default=300.0, help="seconds of the long measuring run")
+    parser.add_argument("--aa", type=int, default=30)
+    parser.add_argument("--null", type=int, default=10)
+    parser.add_argument("--plant5", type=int, default=10)
+    parser.add_argument("--plant15", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--truth-time", type=float, default=600.0, help="seconds of each plant's measuring job")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "ab_power")
     args = parser.parse_args()
-    factors = [float(x) for x in args.planted.split(",") if x.strip()] + ([] if args.no_aa else [0.0])
     args.out.mkdir(parents=True, exist_ok=True)
-    summary = []
-    for factor in factors:
-        name = f"planted_{factor:g}" if factor else "aa"
-        parent, planted = commit_plant(REPO, factor)
-        truth_dir = args.out / name / "truth"
-        if not (truth_dir / "ab.json").is_file():
-            # a long run that never stops early: the plant's true size on this host, with its CI
-            ab(parent, planted, truth_dir, ["--max-time", str(args.truth_time), "--min-pairs", "100000"])
-        truth = json.loads((truth_dir / "ab.json").read_text())
-        (per,) = truth["verdicts"].values()
-        sizes = {m: (v["ratio"], v["ci_low"], v["ci_high"], v["pairs"]) for m, v in per.items()}
-        counts = {m: dict.fromkeys(VERDICTS, 0) for m in sizes}
-        walls = []
-        for k in range(args.trials):
-            trial = args.out / name / f"trial_{k:03d}"
-            if (trial / "ab.json").is_file():
-                record, wall = json.loads((trial / "ab.json").read_text()), None
-            else:
-                record, wall = ab(parent, planted, trial, ["--seed", str(k)])
-                walls.append(wall)
-            for metric, verdict in verdict_of(record).items():
-                counts[metric][verdict] += 1
-        for metric, (ratio, low, high, pairs) in sizes.items():
-            n = sum(counts[metric].values())
-            rates = ", ".join(f"{v} {c}/{n} [{clopper_pearson(c, n)[0]:.2f}, {clopper_pearson(c, n)[1]:.2f}]"
-                              for v, c in counts[metric].items())
-            line = (f"{name} {metric}: measured head/base {ratio:.3f}x [{low:.3f}, {high:.3f}] ({pairs} pairs); "
-                    f"{rates}")
-            summary.append(line)
-            print(line, flush=True)
-        if walls:
-            print(f"{name}: trial wall time median {sorted(walls)[len(walls) // 2]:.0f} s, max {max(walls):.0f} s",
-                  flush=True)
-    (args.out / "summary.txt").write_text("\n".join(summary) + "\n")
+    parent, empty = commit_plant(REPO, 0.0)
+    heads = {"aa": empty, "null": commit_source(REPO, add_dead_code, "layout-only: dead code in model/")[1],
+             "plant5": commit_plant(REPO, 0.05)[1], "plant15": commit_plant(REPO, 0.15)[1]}
+    print(f"parent {parent[:12]}; heads " + ", ".join(f"{k} {v[:12]}" for k, v in heads.items()), flush=True)
+
+    realised: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for kind in ("plant5", "plant15"):
+        record, wall = ab(parent, heads[kind], args.out / f"truth-{kind}",
+                          ["--max-time", str(args.truth_time), "--looks", "1", "--band", "0.001", "--margin", "0"])
+        (per,) = record["verdicts"].values()
+        realised[kind] = {m: (v["ratio"], v["ci_low"], v["ci_high"]) for m, v in per.items()}
+        print(f"truth {kind} ({wall:.0f} s): " + "; ".join(
+            f"{m} {r:.4f}x [{lo:.4f}, {hi:.4f}] (half-width {(hi - lo) / 2 / r:.2%})"
+            for m, (r, lo, hi) in realised[kind].items()), flush=True)
+
+    plan = [k for k, n in (("aa", args.aa), ("null", args.null), ("plant5", args.plant5),
+                           ("plant15", args.plant15)) for _ in range(n)]
+    random.Random(args.seed).shuffle(plan)
+    trials: dict[str, list[tuple[dict[str, str], float]]] = {k: [] for k in heads}
+    for i, kind in enumerate(plan):
+        record, wall = ab(parent, heads[kind], args.out / f"{i:03d}-{kind}", [])
+        trials[kind].append((verdicts(record), wall))
+        print(f"{i + 1}/{len(plan)} {kind}: {verdicts(record)} ({wall:.0f} s, {len(record['pairs'])} pairs, "
+              f"{record.get('mode')})", flush=True)
+
+    print(f"\n{'type':8} {'metric':8} {'n':>3} " + " ".join(f"{v:>26}" for v in
+                                                          ("slower", "faster", "same", "inconclusive")))
+    for kind, rows in trials.items():
+        n = len(rows)
+        for metric in METRICS:
+            counts = [sum(r[metric] == v for r, _ in rows) for v in ("slower", "faster", "same", "inconclusive")]
+            cells = []
+            for k in counts:
+                lo, hi = clopper_pearson(k, n) if n else (float("nan"),) * 2
+                cells.append(f"{k:3d} [{lo:.2f}, {hi:.2f}]")
+            print(f"{kind:8} {metric:8} {n:3d} " + " ".join(f"{c:>26}" for c in cells))
+    walls = [w for rows in trials.values() for _, w in rows]
+    if walls:
+        print(f"wall time per trial: median {statistics.median(walls):.0f} s, max {max(walls):.0f} s")
+
+    def calls(kind: str) -> int:
+        return sum(any(r[m] in ("slower", "faster") for m in METRICS) for r, _ in trials[kind])
+
+    def slower(kind: str, metric: str) -> int:
+        return sum(r[metric] == "slower" for r, _ in trials[kind])
+
+    size5 = min(realised["plant5"][m][0] for m in METRICS) - 1
+    targets = [
+        ("A/A: at most 1 false call in 30", calls("aa") <= 1),
+        ("A/A: same on both metrics in >= 24 of 30",
+         sum(all(r[m] == "same" for m in METRICS) for r, _ in trials["aa"]) >= 24),
+        ("layout-only null: 0 false calls in 10", calls("null") == 0),
+        ("+15%: slower 10 of 10 on each metric", all(slower("plant15", m) == len(trials["plant15"])
+                                                    for m in METRICS)),
+        (f"+5% (realised {size5:.1%}, must be >= 4.5%): slower >= 8 of 10 on each metric",
+         size5 >= 0.045 and all(slower("plant5", m) >= 8 for m in METRICS)),
+        ("each trial at most 120 s", bool(walls) and max(walls) <= 120),
+    ]
+    for text, ok in targets:
+        print(f"{'PASS' if ok else 'FAIL'} {text}")
 
 
 if __name__ == "__main__":

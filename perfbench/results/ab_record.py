@@ -109,6 +109,8 @@ class ABRecord(_Part):
     settings: dict[str, Any] = Field(default_factory=dict)
     status: Literal["ok", "error", "interrupted"] = "ok"
     stopped: str = ""
+    startup_s: float | None = None  # from the start of the job until every arm was built and ready
+    cluster_seconds: list[float] = Field(default_factory=list)  # wall time of each epoch / worker generation
     exit_code: int = 3
     verdicts: dict[str, dict[str, ABVerdict]] = Field(default_factory=dict)
     trail: list[ABLook] = Field(default_factory=list)

@@ -245,6 +245,7 @@ class ABJob:
     stopped: str = ""
     failed: ArmFailed | None = None
     cluster_s: list[float] = field(default_factory=list)
+    startup_s: float | None = None
     found: dict[str, dict[str, ABVerdict]] = field(default_factory=dict)
 
     @property
@@ -305,6 +306,7 @@ class ABJob:
                 self.mode, self.mode_reason = TWO_PROCESSES, ready["fallback"]
                 return
             self.plans, self.models = ready["ready"], ready["model"]
+            self.startup_s = self._elapsed()
             plan = paired.LookPlan(self.settings.max_time_s, self.settings.looks)
             rng = random.Random(self.settings.seed)
             epoch = 0
@@ -345,6 +347,8 @@ class ABJob:
                 for name, worker in workers.items():  # both build at once; nothing is timed yet
                     answer = worker.answer(self.deadline)
                     self.plans[name], self.models[name] = answer["ready"][name], answer["model"][name]
+                if self.startup_s is None:
+                    self.startup_s = time.monotonic() - began
                 for rid in self.run_ids:  # untimed: the first iterations after a build run cold
                     for worker in workers.values():
                         worker.send({"iterate": rid})
@@ -420,7 +424,8 @@ def ab_record(job: ABJob, scenario: str, status: str) -> ABRecord:
         head=ABArm(ref=job.arms.head.ref, sha=job.arms.head.sha, model=job.models.get("head"),
                    dirty=job.arms.head.dirty),
         mode=job.mode, mode_reason=job.mode_reason, settings=dataclasses.asdict(job.settings), status=status,
-        stopped=job.stopped, exit_code=EXIT_INPUT if status == "error" else exit_code(job.found),
+        stopped=job.stopped, startup_s=job.startup_s, cluster_seconds=[round(s, 2) for s in job.cluster_s],
+        exit_code=EXIT_INPUT if status == "error" else exit_code(job.found),
         verdicts=job.found, trail=job.trail, pairs=job.pairs)
 
 

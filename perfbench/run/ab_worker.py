@@ -63,17 +63,22 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
 
     _allow_a_graph_per_run(2 * len(specs))
     start = RestorableState.save()
-    arms, prepared, states = {}, {}, {}
-    for name in ARMS:
-        start.restore()  # both arms build from the same process state
+    arms, prepared, imported, built = {}, {}, {}, {}
+    for name in ARMS:  # imports first: an arm that changes process state at import is caught before any build
+        start.restore()
         WHERE.update(arm=name, stage="startup")
         arms[name] = load_arm(name, checkouts[name])
+        imported[name] = ProcessState.capture()
+    differ = imported["base"].differences(imported["head"])
+    for name in ARMS if not differ else ():
+        start.restore()  # both arms build from the same process state
+        WHERE["arm"] = name
         with arms[name].active():
             measure = arms[name].module("perfbench.run.measure")
             # both arms' runs live under one runs/ folder, so they share one compile cache (keyed by graph)
             prepared[name] = {s.run_id: measure.prepare_run(s, out / "runs" / name / s.run_id) for s in specs}
-        states[name] = ProcessState.capture()
-    differ = states["base"].differences(states["head"])
+        built[name] = ProcessState.capture()
+    differ = differ or built["base"].differences(built["head"])
     if differ:
         shown = "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
         _send(reply, {"fallback": f"the arms leave process-global state differently ({shown})"})

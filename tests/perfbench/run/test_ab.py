@@ -25,6 +25,7 @@ from perfbench.errors import UserError
 from perfbench.results.ab_record import ABPair, ABRecord, read_ab_record
 from perfbench.run import ab
 from perfbench.run import arms as ab_arms
+from perfbench.run.signals import interrupts_as
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -207,8 +208,17 @@ def test_a_failed_arm_is_recorded_as_failed_and_the_gate_calls_it_input_error(tm
     assert not _perfbench_worktrees()
 
 
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_both_interrupts_unwind_as_the_commands_own_exception(sig: int, code: int):
+    with pytest.raises(ab.ABInterrupted) as raised, interrupts_as(ab.ABInterrupted):
+        os.kill(os.getpid(), sig)
+        time.sleep(5)  # the handler raises before this ends
+    assert raised.value.code == code
+    assert signal.getsignal(sig) is not None and not isinstance(signal.getsignal(sig), type(lambda: 0))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
 def test_a_signal_saves_the_pairs_removes_the_worktrees_and_exits_with_its_own_code(tmp_path: Path, sig: int):
     out = tmp_path / "sig"
     proc = subprocess.Popen([sys.executable, "-m", "perfbench.cli", "ab", "HEAD", "HEAD", *TINY, "--max-time",

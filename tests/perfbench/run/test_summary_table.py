@@ -71,7 +71,7 @@ def test_block_timed_plans_get_paired_verdicts_and_the_default_table_fits_120_co
     marginal = next(line for line in text.splitlines() if line.startswith("+graph on"))
     assert "1.00x" in marginal and "no change" in marginal and "2.00x" in marginal and "faster" in marginal
     assert "WARNING" not in text  # per-run spread is information only: the pairs decided
-    assert "within-block pairs (up to 10 pairs in 1 process)" in text
+    assert "within-block pairs (up to 10 pairs in 2 epochs)" in " ".join(text.split())
 
 
 def test_an_undecided_paired_speed_up_is_warned_about():
