@@ -24,16 +24,34 @@ from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunResult
 
-WIDTH = 120  # notes wrap here; the tables of the default scenario fit too (tests/perfbench/run/test_summary_table.py)
+# notes wrap here; every number takes at most 5 characters (`short_number`), so the tables of the default scenario
+# fit whatever the values (tests/perfbench/run/test_summary_table.py)
+WIDTH = 120
+
+
+def short_number(x: float) -> str:
+    """A number in at most 5 characters, so that the table's width does not depend on the values: two decimals
+    below 10, one below 1000, none below 10^5, else the exponent form ("1e+05"); "inf" for an unbounded CI."""
+    magnitude = abs(x)
+    if not magnitude < float("inf"):
+        return "inf" if x > 0 else "-inf"
+    if magnitude < 10:
+        return f"{x:.2f}"
+    if magnitude < 1000:
+        return f"{x:.1f}"
+    return f"{x:.0f}" if magnitude < 1e5 else f"{x:.0e}"
 
 
 def _gain(value: Speedup | None) -> str:
-    return "-" if value is None else f"{value.value:.2f}x [{value.low:.2f},{value.high:.2f}] {value.verdict}"
+    if value is None:
+        return "-"
+    return (f"{short_number(value.value)}x [{short_number(value.low)},{short_number(value.high)}] "
+            f"{value.verdict}")
 
 
 def _median(result: RunResult, key: str) -> str:
     values = result.finite_samples(key)
-    return f"{stats.median(values):.2f}" if values else "-"
+    return short_number(stats.median(values)) if values else "-"
 
 
 def warnings(results: list[RunResult]) -> dict[str, list[str]]:
@@ -95,10 +113,12 @@ def _basis_line(gains: dict[str, dict[str, Speedup | None]]) -> str:
     if values and all(g.basis == "blocks" for g in values):
         pairs = max(g.n for g in values)
         clusters = max(g.clusters for g in values)
-        return (f"speed-up: baseline / plan from within-block pairs (up to {pairs} pairs in {clusters} "
-                f"epoch{'s' * (clusters != 1)}), {CI_LEVEL:.0%} t CI over epochs, > 1 is faster; no change: the "
-                f"whole CI within +-{paired.DEFAULT_BAND:.0%}; faster/slower: beyond +-{paired.DEFAULT_MARGIN:.0%}")
-    return (f"speed-up: baseline / plan, {CI_LEVEL:.0%} CI, > 1 is faster; runs timed separately, paired by round "
+        return (f"TTFT, TPOT: medians in ms; speed-up: baseline / plan from within-block pairs (up to {pairs} pairs "
+                f"in {clusters} epoch{'s' * (clusters != 1)}), {CI_LEVEL:.0%} t CI over epochs, > 1 is faster; "
+                f"no change: the whole CI within +-{paired.DEFAULT_BAND:.0%}; faster/slower: beyond "
+                f"+-{paired.DEFAULT_MARGIN:.0%}")
+    return (f"TTFT, TPOT: medians in ms; speed-up: baseline / plan, {CI_LEVEL:.0%} CI, > 1 is faster; runs timed "
+            "separately, paired by round "
             "where there are several")
 
 
@@ -120,7 +140,7 @@ def summary_table(results: list[RunResult]) -> str:
             gain = gains.get(r.spec.combination_id, {})
             rows.append((label, _median(r, "ttft_ms"), _gain(gain.get("ttft_ms")), _median(r, "tpot_ms"),
                          _gain(gain.get("tpot_ms"))))
-    header = ("plan", "TTFT ms", "TTFT speed-up", "TPOT ms", "TPOT speed-up")
+    header = ("plan", "TTFT", "TTFT speed-up", "TPOT", "TPOT speed-up")  # medians in ms (the basis line says)
     lines = [tabulate(rows, header, tablefmt="plain", disable_numparse=True)]
     on_top = marginals(results)
     if on_top:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from model.toggles import TOGGLE_NAMES
 from perfbench.results import RunPlan, RunResult, RunSpec
-from perfbench.run.summary_table import compile_summary, summary_table
+from perfbench.run.summary_table import compile_summary, short_number, summary_table
 
 
 def _run(run_id: str, on: bool, ttft: float, tpot: float, stable: bool = True,
@@ -22,7 +25,7 @@ def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_abo
     assert lines[0].split()[0] == "plan"
     base = next(line for line in lines if line.startswith("all off"))
     gdr = next(line for line in lines if line.startswith("gdr "))
-    assert "(baseline)" in base and "100.00" in base
+    assert "(baseline)" in base and "100.0" in base
     assert "2.00x" in gdr and "unstable" in gdr
     assert "legend: gdr chunk_gdr" in text
     assert "WARNING: 1 of 2 plans need a second look:" in text
@@ -89,3 +92,26 @@ def test_compile_times_are_reported_cold_and_warm_apart():
     assert compile_summary(runs) == ("graph compile: cold cache: median 30.0 s over 1 run; "
                                      "warm cache: median 3.0 s over 2 runs")
     assert compile_summary([_run("a", False, 1.0, 1.0)]) == ""
+
+
+@pytest.mark.parametrize(("value", "text"), [(0.934, "0.93"), (9.999, "10.00"), (12.345, "12.3"), (999.94, "999.9"),
+                                             (12345.6, "12346"), (123456.0, "1e+05"), (float("inf"), "inf")])
+def test_short_numbers_take_at_most_five_characters(value: float, text: str):
+    assert short_number(value) == text and len(text) <= 5
+
+
+def test_the_default_table_fits_120_columns_with_the_widest_values():
+    # the default scenario's plans, the longest labels; medians of five digits and speed-ups whose pairs spread
+    # so widely that every cell is "inconclusive" with bounds in exponent form
+    rng = np.random.default_rng(0)
+    wild = list(np.exp(rng.normal(0, 6, 10)))
+    base = _blocked("base", (), [99999.0] * 10, [99999.0] * 10)
+    eager = ("fused_rope", "fused_attention", "fused_rmsnorm", "chunk_gdr", "merged_projections", "grouped_moe")
+    plans = [_blocked(t, (t,), [99999.0 * w for w in wild], [99999.0 * w for w in wild]) for t in eager]
+    plans.append(_blocked("best", eager, [99999.0 * w for w in wild], [99999.0 * w for w in wild]))
+    plans.append(_blocked("graph", (*eager, "graph_mode"), [99999.0 * w for w in wild[::-1]],
+                          [99999.0 * w for w in wild[::-1]]))
+    text = summary_table([base, *plans])
+    assert "inconclusive" in text and "e+" in text
+    widest = max(text.splitlines(), key=len)
+    assert len(widest) <= 120, widest
