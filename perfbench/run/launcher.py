@@ -13,11 +13,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from perfbench.lifecycle import sigterm_raises
 from perfbench.results import RunSpec
 from perfbench.run.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 
@@ -96,21 +96,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While a run is supervised, SIGTERM to the runner unwinds like Ctrl-C so the run's group is stopped."""
-    def raise_interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    except ValueError:  # not the main thread: leave signal handling alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+# While a run is supervised, SIGTERM to the runner unwinds like Ctrl-C so the run's group is stopped
+# (perfbench/lifecycle.py: the exception says which signal, so the exit code can be the signal's own).
+sigterm_as_interrupt = sigterm_raises
 
 
 def start_in_group(cmd: list[str], env: dict[str, str], log: IO[bytes], cwd: Path | None = None,
