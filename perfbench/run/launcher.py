@@ -19,6 +19,7 @@ from typing import IO
 
 from perfbench.lifecycle import sigterm_raises
 from perfbench.results import RunSpec
+from perfbench.results.env_allowlist import torch_copied_credentials
 from perfbench.run.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 
 WORKER_MODULE = "perfbench.run.worker"
@@ -52,9 +53,11 @@ def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | No
 def child_env(spec: RunSpec, base: dict[str, str] | None = None, launch: NodeLaunch | None = None,
               executor: str = "local") -> dict[str, str]:
     """This process's environment + the spec's variables + this node's rank and the executor (for the
-    record). Thread settings are left as they are."""
+    record), less the credentials torch would copy into its compile caches. Thread settings are left as they are."""
     env = dict(os.environ if base is None else base)
     env.update(spec.env)
+    for name in torch_copied_credentials(env):  # torch would write them into the compile cache in --out
+        del env[name]
     env[NODE_RANK_ENV] = str(launch.node_rank if launch else 0)
     env[EXECUTOR_ENV] = executor
     paths = [str(PROJECT_DIR.absolute()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
