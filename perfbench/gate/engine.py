@@ -34,6 +34,7 @@ import click
 from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
+from perfbench.bounded_files import METADATA_BYTES, load_json
 from perfbench.errors import UserError
 from perfbench.gate.ab_folder import evaluate_ab, is_ab_folder
 from perfbench.gate.checks import (
@@ -346,8 +347,8 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
 
 def _read_provenance(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = load_json(path, METADATA_BYTES)
+    except UserError:
         return None
     return data if isinstance(data, dict) else None
 

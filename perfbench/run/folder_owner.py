@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from perfbench.bounded_files import METADATA_BYTES, load_json
 from perfbench.errors import UserError
 from perfbench.results import atomic_write_json
 
@@ -109,8 +109,8 @@ def check_identity(folder: Path, scenario: dict[str, Any], resume: bool) -> None
     mine = identity(scenario)
     if resume and path.is_file():
         try:
-            stored = json.loads(path.read_text()).get("identity", {})
-        except (OSError, ValueError, AttributeError):
+            stored = load_json(path, METADATA_BYTES).get("identity", {})
+        except (UserError, AttributeError):
             raise UserError(f"--resume: {path} is unreadable; it cannot tell what the stored runs measured") from None
         differ = sorted(k for k in set(stored) | set(mine) if stored.get(k, "<absent>") != mine.get(k, "<absent>"))
         if differ:
