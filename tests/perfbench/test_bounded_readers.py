@@ -106,7 +106,8 @@ class TestBoundedReaders:
 
     def test_a_deep_summary_in_a_folder_and_in_a_bundle(self, tmp_path: Path):
         archive = bundle(tmp_path, DEEP)
-        for target, named in ((archive, f"{archive}:v/summary.json"), (tmp_path / "v", tmp_path / "v" / "summary.json")):
+        for target, named in ((archive, f"{archive}:v/summary.json"),
+                              (tmp_path / "v", tmp_path / "v" / "summary.json")):
             assert one_error_line(read(target)).startswith(f"error: {named}: JSON nested deeper than")
 
     # ---- wrongly typed fields ------------------------------------------------------------------------
@@ -149,8 +150,9 @@ class TestBoundedReaders:
                                                                      row: str, column: str):
         run = ascend_run(tmp_path)
         (run / OUT / name).write_text(f"{header}\n0,1,1,1,1\n{row}\n")
+        bad = row.split(",")[list(header.split(",")).index(column)]
         assert one_error_line(trace(run, tmp_path / "o")) == \
-            f"error: {run / OUT / name}: line 3: {column}: expected a number, got {row.split(',')[-1 if name == 'op_statistic.csv' else 3]!r}"
+            f"error: {run / OUT / name}: line 3: {column}: expected a number, got {bad!r}"
 
     @pytest.mark.parametrize("sql,field", [
         ("UPDATE STEP_TIME SET id = 'step-a'", "STEP_TIME.id (row 1)"),
