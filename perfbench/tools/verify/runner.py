@@ -120,16 +120,16 @@ def run_verify(options: VerifyOptions, out_dir: Path | None) -> int:
             if interrupted is not None:
                 results.append(ItemResult(name, SKIPPED, interrupt_line(interrupted, "not run: verify")))
                 continue
-            click.echo(f"verify: {name} ...", err=True)
             try:
+                click.echo(f"verify: {name} ...", err=True)
                 result, log = run_item(name, ctx)
+                click.echo(f"verify: {name} {result.status} ({result.seconds:.1f} s)", err=True)
+                write_json(ctx.out_dir / "results" / f"{name}.json", result.to_dict(with_data=True))
+                write_log(ctx.out_dir, name, log)
             except KeyboardInterrupt as err:  # SIGINT / SIGTERM: the items already checked are still written
                 interrupted = err
                 results.append(ItemResult(name, SKIPPED, interrupt_line(err, "stopped: verify")))
                 continue
-            click.echo(f"verify: {name} {result.status} ({result.seconds:.1f} s)", err=True)
-            write_json(ctx.out_dir / "results" / f"{name}.json", result.to_dict(with_data=True))
-            write_log(ctx.out_dir, name, log)
             results.append(result)
         summary = Summary(
             started=utc_timestamp(stamp), platform=ctx.platform, series=ctx.series,
