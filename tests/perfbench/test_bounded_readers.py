@@ -239,3 +239,14 @@ class TestBoundedReaders:
                 assert message == f"{archive}:v/summary.json: 2,048.0 MiB, over the 16.0 MiB this reader takes"
             else:
                 assert message.startswith(f"{cases[name]}: 2,048.0 MiB, over the "), (name, message)
+
+    def test_a_result_folders_trace_table_with_repeated_headers_is_a_problem_not_a_hang(self, tmp_path: Path):
+        from perfbench.report.breakdown import read_trace_tables
+        from perfbench.results import RunResult, RunSpec
+
+        tables = tmp_path / "runs" / "r1" / "tables"
+        tables.mkdir(parents=True)
+        (tables / "per_category.csv").write_text(",".join(["category"] * 20_000) + "\n")
+        found = read_trace_tables(tmp_path, [RunResult(run_id="r1", spec=RunSpec(run_id="r1", scenario="s"))])
+        assert not found.by_run and len(found.problems) == 1
+        assert "'category' more than once" in found.problems[0]
