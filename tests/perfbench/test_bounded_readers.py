@@ -247,6 +247,7 @@ class TestBoundedReaders:
         tables = tmp_path / "runs" / "r1" / "tables"
         tables.mkdir(parents=True)
         (tables / "per_category.csv").write_text(",".join(["category"] * 20_000) + "\n")
-        found = read_trace_tables(tmp_path, [RunResult(run_id="r1", spec=RunSpec(run_id="r1", scenario="s"))])
+        run = RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s"))
+        found = read_trace_tables(tmp_path, [run])
         assert not found.by_run and len(found.problems) == 1
         assert "'category' more than once" in found.problems[0]
