@@ -95,6 +95,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 class TestCredentials:
+    @pytest.mark.slow
     def test_no_credential_reaches_any_written_file(self, sweeps, tmp_path):
         archive = sweeps["verify"].with_name("bundle.tar.gz")
         with tarfile.open(archive) as tar:
@@ -106,6 +107,7 @@ class TestCredentials:
         for path in [*files, sweeps["verify_stdout"]]:
             assert SECRET.encode() not in path.read_bytes(), path
 
+    @pytest.mark.slow
     def test_what_is_withheld_is_a_count(self, sweeps):
         run = load_results(sweeps["spaced"])[0]
         assert run.env.env_withheld is not None and run.env.env_withheld >= len(CREDENTIALS)
@@ -135,6 +137,7 @@ class TestCredentials:
 
 
 class TestPaths:
+    @pytest.mark.slow
     def test_a_spaced_out_folder_measures_what_a_plain_one_does(self, sweeps):
         plain, spaced = (load_results(sweeps[k]) for k in ("plain", "spaced"))
         assert [(r.run_id, r.status, r.plan.to_dict()) for r in spaced] == \
