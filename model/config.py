@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,18 @@ from typing import Any
 LAYER_TYPES = ("linear_attention", "full_attention")
 
 
+# the multimodal checkpoint's and its text model's; another model's config.json would load and measure nonsense
+MODEL_TYPES = ("qwen3_5_moe", "qwen3_5_moe_text")
+
+
 class ConfigError(ValueError):
     """A config.json or preset that cannot describe a model; the message names the file and field."""
+
+
+def _check_model_type(model_type: Any, source: str, name: str) -> None:
+    if model_type is not None and model_type not in MODEL_TYPES:
+        raise ConfigError(f"{source}: `{name}` {model_type!r} is not a Qwen3.5-MoE checkpoint "
+                          f"(expected {' or '.join(map(repr, MODEL_TYPES))})")
 
 
 @dataclass
@@ -100,10 +111,12 @@ class Qwen3_5MoeTextConfig:
             raise bad("num_experts_per_tok", f"must be <= num_experts ({self.num_experts})")
         if not 0 < self.partial_rotary_factor <= 1 or self.rotary_dim % 2:
             raise bad("partial_rotary_factor", f"must give an even rotary dim in (0, head_dim={self.head_dim}]")
-        if not isinstance(self.rms_norm_eps, (int, float)) or self.rms_norm_eps <= 0:
-            raise bad("rms_norm_eps", "must be a positive number")
-        if not isinstance(self.rope_theta, (int, float)) or self.rope_theta <= 0:
-            raise bad("rope_theta", "must be a positive number")
+        # NaN passes `<= 0` (every comparison with it is false): finiteness is checked by name
+        if not isinstance(self.rms_norm_eps, (int, float)) or not math.isfinite(self.rms_norm_eps) \
+                or self.rms_norm_eps <= 0:
+            raise bad("rms_norm_eps", f"must be a positive finite number, got {self.rms_norm_eps!r}")
+        if not isinstance(self.rope_theta, (int, float)) or not math.isfinite(self.rope_theta) or self.rope_theta <= 0:
+            raise bad("rope_theta", f"must be a positive finite number, got {self.rope_theta!r}")
         if len(self.layer_types) != self.num_hidden_layers:
             raise ConfigError(f"{source}: `layer_types` has {len(self.layer_types)} entries but "
                               f"num_hidden_layers is {self.num_hidden_layers}")
@@ -123,10 +136,12 @@ class Qwen3_5MoeTextConfig:
     def from_dict(cls, raw: dict[str, Any], source: str = "config.json") -> Qwen3_5MoeTextConfig:
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: expected a JSON object")
+        _check_model_type(raw.get("model_type"), source, "model_type")
         if "text_config" in raw:  # multimodal Qwen3_5MoeConfig wraps the text model's config
             if not isinstance(raw["text_config"], dict):
                 raise ConfigError(f"{source}: `text_config` must be an object")
             raw = raw["text_config"]
+            _check_model_type(raw.get("model_type"), source, "text_config.model_type")
         known = {f.name for f in dataclasses.fields(cls)} - {"extra", "rope_theta", "partial_rotary_factor",
                                                               "mrope_section"}
         kwargs: dict[str, Any] = {k: raw[k] for k in known if k in raw}

@@ -15,6 +15,7 @@ from model.config import ConfigError
 from model.parallel_config import ParallelConfigError
 from perfbench.emulation.npu.platforms import PLATFORMS as EMULATED_NPU_PLATFORMS
 from perfbench.errors import UserError
+from perfbench.lifecycle import exit_on_signal
 from perfbench.output_paths import check_output_dir, check_output_file, os_error_line
 
 USER_ERRORS = (UserError, ConfigError, ParallelConfigError, FileNotFoundError, NotADirectoryError)
@@ -34,6 +35,18 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except OSError as err:
             click.echo(f"error: {os_error_line(err)}", err=True)
             sys.exit(2)
+
+    return wrapper
+
+
+def signal_exits(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """SIGINT and SIGTERM end the command alike with one line and the signal's exit code (130 / 143), never
+    click's "Aborted!" and exit 1 (the gate's "regression"); perfbench/lifecycle.py."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with exit_on_signal(f"perfbench {fn.__name__.rstrip('_').replace('_', ' ')}"):
+            return fn(*args, **kwargs)
 
     return wrapper
 
@@ -80,6 +93,7 @@ def main() -> None:
               help="c10d rendezvous on node 0 (perfbench.cluster.rdzv_endpoint).")
 @EMULATE_NPU
 @user_errors
+@signal_exits
 def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], dry_run: bool, resume: bool,
         no_report: bool, executor: str, address: str | None, nnodes: int | None, nproc_per_node: int | None,
         node_rank: int | None, rdzv_endpoint: str | None, emulate_npu: str | None) -> None:
@@ -121,6 +135,7 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
 @EMULATE_NPU
 @user_errors
+@signal_exits
 def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, overrides: tuple[str, ...],
        max_time: float, band: float, margin: float, processes: str, pairs_per_epoch: int, pairs_per_process: int,
        looks: int, seed: int, no_report: bool, emulate_npu: str | None) -> None:
@@ -142,6 +157,7 @@ def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, o
 @main.command()
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
 @user_errors
+@signal_exits
 def report(folder: str) -> None:
     """Write FOLDER/report.html and a CSV for every table in it."""
     from perfbench.report import build_report
@@ -160,6 +176,7 @@ def report(folder: str) -> None:
               help="Run-to-run band of a metric for one-round comparisons (default: perfbench/analysis/"
                    "noise_band.py); repeatable.")
 @user_errors
+@signal_exits
 def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None:
     """Compare result folders A (before) and B (after): ratio per metric with significance."""
     from perfbench.analysis.noise_band import DEFAULT_BANDS, parse_band
@@ -180,6 +197,7 @@ def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None
               help="Decide each absolute-timing suspect with a paired `perfbench ab` of the two folders' commits "
                    "(default: on when the CI environment variable is set).")
 @user_errors
+@signal_exits
 def gate(baseline: str | None, current: str, rules: str | None, summary: str | None, confirm: bool | None) -> None:
     """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide).
 
@@ -209,6 +227,7 @@ def baseline() -> None:
 @click.option("--allow-failed", is_flag=True,
               help="Save even if runs in FOLDER are not ok (error, timeout, killed); refused by default.")
 @user_errors
+@signal_exits
 def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> None:
     """Record the results in FOLDER as a baseline at DEST (a folder)."""
     from perfbench.gate.engine import save_baseline
@@ -221,6 +240,7 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> No
 @click.argument("path", type=click.Path(exists=True))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where the tables go (default PATH-tables).")
 @user_errors
+@signal_exits
 def trace(path: str, out_dir: str | None) -> None:
     """Latency tables for a trace someone else captured (torch chrome trace, Ascend profiler folder or .db)."""
     from perfbench.profiling import analyze_trace, default_tables_dir
@@ -240,6 +260,7 @@ def trace(path: str, out_dir: str | None) -> None:
               help="Split each op's rows by these (repeatable; default phase, module, shape).")
 @click.option("--top", type=click.IntRange(min=1), default=15, show_default=True, help="Rows shown per side.")
 @user_errors
+@signal_exits
 def diff(a: str, b: str, out_dir: str | None, by: tuple[str, ...], top: int) -> None:
     """Op-level diff of B against A: traces, run folders, or result folders (matched run by run)."""
     from perfbench.profiling.diff import DEFAULT_BY
@@ -255,6 +276,7 @@ def diff(a: str, b: str, out_dir: str | None, by: tuple[str, ...], top: int) -> 
 @click.option("--device", default="auto", show_default=True)
 @EMULATE_NPU
 @user_errors
+@signal_exits
 def doctor(check_ops: bool, device: str, emulate_npu: str | None) -> None:
     """The support matrix of this machine: each toggle, its implementation, or why it is inactive."""
     from perfbench.tools.doctor import doctor as run_doctor
@@ -277,6 +299,7 @@ def doctor(check_ops: bool, device: str, emulate_npu: str | None) -> None:
               help="Print the summary of a bundle (DIR.tar.gz or DIR); needs no torch.")
 @EMULATE_NPU
 @user_errors
+@signal_exits
 def verify(platform: str, devices: int, quick: bool, out_dir: str | None, items: str | None, bundle: str | None,
            emulate_npu: str | None) -> None:
     """First day on an Ascend machine: environment, ops, model, parallel and profile checks, a one-page summary
@@ -303,6 +326,7 @@ def verify(platform: str, devices: int, quick: bool, out_dir: str | None, items:
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="CSV folder (default reports/estimate-*).")
 @user_errors
+@signal_exits
 def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], overrides: tuple[str, ...],
              out_dir: str | None) -> None:
     """Roofline TTFT/TPOT of each plan of SCENARIO on a device, from an analytic cost model (no weights)."""
@@ -318,6 +342,7 @@ def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], override
 @main.command("list")
 @click.argument("what", type=click.Choice(["toggles", "presets", "options", "scenarios"]), default="toggles")
 @user_errors
+@signal_exits
 def list_(what: str) -> None:
     """List toggles, model presets, scenario options (with their help) or shipped scenarios."""
     from perfbench.tools.listing import listing

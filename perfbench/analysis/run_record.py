@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from perfbench.bounded_files import METADATA_BYTES, load_json
+from perfbench.errors import UserError
 
 RESULT_FILE = "result.json"
 
@@ -17,8 +19,8 @@ def result_record_near(trace_path: Path, levels: int = 4) -> dict[str, Any]:
         result = Path(folder) / RESULT_FILE
         if result.is_file():
             try:
-                raw = json.loads(result.read_text())
-            except (OSError, ValueError):
+                raw = load_json(result, METADATA_BYTES)
+            except UserError:  # unreadable, too big or too deep: as if there were none
                 return {}
             return raw if isinstance(raw, dict) else {}
     return {}

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +40,7 @@ from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
 from perfbench.analysis.speedup import baseline_of, plan_label, speedups
+from perfbench.bounded_files import METADATA_BYTES, load_json
 from perfbench.errors import UserError
 from perfbench.gate.ab_folder import evaluate_ab
 from perfbench.gate.checks import (
@@ -59,10 +63,11 @@ from perfbench.gate.checks import (
 )
 from perfbench.gate.confirm import ABRunner, confirm, run_ab_job
 from perfbench.gate.rules import GateRules, RatioRule, SpeedupRule, TimingRule, default_rules, load_rules
-from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text
+from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text, write_results
 from perfbench.results import load_folder as load_result_folder
 from perfbench.results.ab_record import is_ab_folder
 from perfbench.results.timestamps import utc_timestamp
+from perfbench.run.folder_owner import exclusive, not_written
 from perfbench.run.git_state import git_state
 
 ENV_SPEC_KEYS = ("device", "dtype", "world_size", "model", "num_layers")
@@ -391,8 +396,8 @@ def _unconfirmed_failure(check: CheckResult) -> CheckResult:
 
 def _read_provenance(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = load_json(path, METADATA_BYTES)
+    except UserError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -409,14 +414,33 @@ def _git_sha(results: list[RunResult]) -> tuple[str | None, str | None]:
 
 
 def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: bool = False) -> Path:
-    """Copy results.jsonl, results.csv and scenario.json from `folder` to `dest` and write baseline.json
-    (date, git sha, source folder, run statuses, the distinct run environments). Returns `dest`.
+    """Write results.jsonl, results.csv and scenario.json of `folder` to `dest` with baseline.json (date, git sha,
+    source folder, run statuses, the distinct run environments). Returns `dest`.
+
+    Atomic: the baseline is written into a temporary folder beside `dest`, which then replaces it, all under a lock
+    on `dest`'s parent, so two saves to one `dest` never mix (the second one sees the first's baseline). The runs
+    are written from their records, so an older folder's environment passes the allow-list too.
 
     Refused (UserError, before anything is written; errors name the command's FOLDER / DEST arguments and
-    its options): a `dest` that already holds a baseline unless `force` (`--force`), and a `folder` with runs
-    that are not ok (error, timeout, killed) unless `allow_failed` (`--allow-failed`): a baseline missing a
-    measurement gates nothing on it."""
-    source = load_result_folder(folder, f"FOLDER {folder}")
+    its options): a `folder` a live sweep is writing (naming its pid), a `dest` that already holds a baseline
+    unless `force` (`--force`), and a `folder` with runs that are not ok (error, timeout, killed) unless
+    `allow_failed` (`--allow-failed`): a baseline missing a measurement gates nothing on it."""
+    if dest.exists() and not dest.is_dir():
+        raise UserError(f"DEST {dest}: exists and is not a folder")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with not_written(folder, f"FOLDER {folder}"), exclusive(dest.parent):
+        source = load_result_folder(folder, f"FOLDER {folder}")
+        _check_save(source, folder, dest, force, allow_failed)
+        staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.saving-"))
+        try:
+            _write_baseline(source, folder, staging)
+            _replace_folder(staging, dest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def _check_save(source: ResultFolder, folder: Path, dest: Path, force: bool, allow_failed: bool) -> None:
     if not source.runs:
         raise UserError(f"FOLDER {folder}: results.jsonl holds no runs")
     if dest.exists() and not dest.is_dir():
@@ -433,20 +457,20 @@ def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: b
         listed = ", ".join(f"{r.run_id} {r.status}" for r in failed[:3]) + (", ..." if len(failed) > 3 else "")
         raise UserError(f"FOLDER {folder}: {len(failed)} of {len(source.runs)} runs are not ok ({listed}); "
                         "rerun them, or pass --allow-failed to save the baseline anyway")
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in BASELINE_FILES:
-        if (folder / name).is_file():
-            atomic_write_text(dest / name, (folder / name).read_text())
-        else:
-            (dest / name).unlink(missing_ok=True)  # a stale copy from an earlier baseline would mislead
+
+
+def _write_baseline(source: ResultFolder, folder: Path, out: Path) -> None:
     results = list(source.runs.values())
+    write_results(out, results)  # results.jsonl + results.csv from the (allow-listed) records
+    if (folder / "scenario.json").is_file():
+        atomic_write_text(out / "scenario.json", (folder / "scenario.json").read_text())
     sha, sha_source = _git_sha(results)
     environments: dict[str, dict[str, Any]] = {}
     for r in results:
         env = {k: v for k, v in r.env.to_dict().items() if k not in VOLATILE_ENV_KEYS}
         key = json.dumps(env, sort_keys=True, default=str)
         environments.setdefault(key, {"env": env, "run_ids": []})["run_ids"].append(r.run_id)
-    atomic_write_json(dest / "baseline.json", {
+    atomic_write_json(out / "baseline.json", {
         "created_at": utc_timestamp(),
         "source": str(folder.resolve()),
         "git_sha": sha,
@@ -457,4 +481,27 @@ def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: b
         "statuses": dict(Counter(r.status for r in results)),
         "environments": list(environments.values()),
     })
-    return dest
+
+
+def _replace_folder(staging: Path, dest: Path) -> None:
+    """`staging` becomes `dest`: by one rename for a new `dest`; else the old folder is renamed away before
+    `staging` takes its name (a reader sees the old baseline, then none for an instant, then the new one: never a
+    mix), and what the old folder held besides its baseline moves into the new one."""
+    if not dest.exists():
+        os.rename(staging, dest)
+        return
+    old = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.old-"))
+    parked = old / dest.name
+    try:
+        os.rename(dest, parked)
+        try:
+            os.rename(staging, dest)
+        except BaseException:
+            os.rename(parked, dest)  # the earlier baseline stays
+            raise
+        ours = {"baseline.json", *BASELINE_FILES}
+        for entry in parked.iterdir():
+            if entry.name not in ours and not (dest / entry.name).exists():
+                os.rename(entry, dest / entry.name)
+    finally:
+        shutil.rmtree(old, ignore_errors=True)

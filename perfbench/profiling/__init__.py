@@ -32,6 +32,7 @@ from perfbench.profiling.tables import (
     write_tables,
 )
 from perfbench.results import RunResult, atomic_write_text
+from perfbench.results.cells import short_cells
 
 if TYPE_CHECKING:
     from perfbench.profiling.capture import TraceCapture, capture_trace
@@ -70,11 +71,11 @@ def analyze_trace(path: Path, out_dir: Path | None) -> str:
     written = write_table_files(tables, out)
     steps = out / "per_rank_steps.csv"
     step_table = trace_steps(trace)
-    atomic_write_text(steps, step_table.to_csv(index=False, float_format="%.3f"))
+    atomic_write_text(steps, short_cells(step_table).to_csv(index=False, float_format="%.3f"))
     written.append(steps)
     for name, table in trace.extra_tables.items():
         extra = out / f"{name}.csv"
-        atomic_write_text(extra, table.to_csv(index=False))
+        atomic_write_text(extra, short_cells(table).to_csv(index=False))
         written.append(extra)
     findings = trace_advice(trace, tables, step_table, out, run)
     load = load_lines(load_record_near(path))

@@ -8,13 +8,14 @@ read from its text files unless the .db is preferred (`prefer="db"`, what a run 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from perfbench.bounded_files import METADATA_BYTES, csv_header, load_json
 from perfbench.errors import UserError
 from perfbench.profiling.ascend_db import DB_GLOB, read_ascend_db
 from perfbench.profiling.ascend_kernels import KernelDetails, kernel_events, read_kernel_details
@@ -37,6 +38,7 @@ OP_STATISTIC_COLUMNS = {
     "Count": "count", "Total Time(us)": "total_us", "Min Time(us)": "min_us", "Avg Time(us)": "mean_us",
     "Max Time(us)": "max_us", "Ratio(%)": "share_pct",
 }
+TEXT_CSV_COLUMNS = ("model_name", "op_type", "core_type")  # the others of those two CSVs are numbers
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 _PROFILER_INFO = re.compile(r"^profiler_info_(\d+)\.json$")
 
@@ -94,11 +96,12 @@ def _rank_of(root: Path) -> int | None:
         match = _PROFILER_INFO.match(info.name)
         if match:
             return int(match.group(1))
-        try:
-            rank_id = json.loads(info.read_text()).get("rank_id")
-            return int(rank_id) if rank_id not in (None, "") else None
-        except (OSError, ValueError, TypeError, AttributeError):
+        rank_id = _profiler_info(info).get("rank_id")
+        if rank_id in (None, ""):
             continue
+        if isinstance(rank_id, bool) or not isinstance(rank_id, (int, str)) or not str(rank_id).lstrip("-").isdigit():
+            raise UserError(f"{info}: rank_id: expected an integer, got {_shown(rank_id)}")
+        return int(rank_id)
     match = _RANK_IN_NAME.search(root.name)
     return int(match.group(1)) if match else None
 
@@ -112,17 +115,21 @@ def _single(folder: Path) -> _RankFolder | None:
     return None
 
 
+class NotAnAscendFolder(UserError):
+    """A folder without Ascend profiler output (a caller may try other formats), unlike a broken one."""
+
+
 def find_rank_folders(path: Path) -> list[_RankFolder]:
     """The per-rank folders under `path` (see module docstring); UserError if there is none."""
     if not path.is_dir():
-        raise UserError(f"{path}: not a folder; expected an Ascend profiler folder (*_ascend_pt)")
+        raise NotAnAscendFolder(f"{path}: not a folder; expected an Ascend profiler folder (*_ascend_pt)")
     single = _single(path)
     if single:
         found = [single]
     else:
         found = [f for f in (_single(c) for c in sorted(path.iterdir()) if c.is_dir()) if f is not None]
     if not found:
-        raise UserError(f"{path}: no Ascend profiler output ({OUTPUT_FOLDER}/, {', '.join(OUTPUT_FILES)} or "
+        raise NotAnAscendFolder(f"{path}: no Ascend profiler output ({OUTPUT_FOLDER}/, {', '.join(OUTPUT_FILES)} or "
                         f"{DB_GLOB})")
     used: set[int] = set()
     for folder in found:
@@ -139,13 +146,28 @@ def find_rank_folders(path: Path) -> list[_RankFolder]:
 
 def _profiler_level(root: Path) -> str | None:
     for info in sorted(root.glob("profiler_info*.json")):
-        try:
-            level = json.loads(info.read_text())["config"]["experimental_config"]["_profiler_level"]
-        except (OSError, ValueError, KeyError, TypeError):
+        config = _profiler_info(info).get("config")
+        experimental = config.get("experimental_config") if isinstance(config, dict) else None
+        level = experimental.get("_profiler_level") if isinstance(experimental, dict) else None
+        if level is None:
             continue
-        if isinstance(level, str) and level:
+        if not isinstance(level, str):
+            raise UserError(f"{info}: config.experimental_config._profiler_level: expected a string, got "
+                            f"{_shown(level)}")
+        if level:
             return level
     return None
+
+
+def _profiler_info(path: Path) -> dict[str, Any]:
+    """profiler_info*.json, bounded (perfbench/bounded_files.py); another tool's JSON (not an object) is {}."""
+    data = load_json(path, METADATA_BYTES)
+    return data if isinstance(data, dict) else {}
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 def _guess_level(details: KernelDetails) -> str:
@@ -157,12 +179,26 @@ def _guess_level(details: KernelDetails) -> str:
 
 
 def _read_csv(path: Path, columns: dict[str, str], rank: int) -> pd.DataFrame:
+    """step_trace_time.csv / op_statistic.csv with unit-named columns; a cell of a numeric column that is no number
+    is a one-line UserError naming the file, the line and the column (never a silent 0 or a text column)."""
+    csv_header(path)  # size cap; duplicate header names refused before pandas (quadratic in them)
     try:
-        table = pd.read_csv(path, encoding="utf-8-sig", na_values=["N/A"])
+        table = pd.read_csv(path, encoding="utf-8-sig", na_values=["N/A"], dtype=str, keep_default_na=False)
     except (OSError, ValueError, UnicodeDecodeError) as err:
         raise UserError(f"{path}: cannot read it as CSV ({str(err).splitlines()[0]})") from None
-    table.columns = [columns.get(c.strip(), re.sub(r"\W+", "_", c.strip()).strip("_").lower())
-                     for c in table.columns]
+    table.columns = [c.strip() for c in table.columns]
+    for column in table.columns:
+        if columns.get(column) in TEXT_CSV_COLUMNS:
+            continue
+        text = table[column].str.strip().replace({"N/A": "", "NA": ""})
+        numbers = pd.to_numeric(text.replace("", None), errors="coerce")
+        bad = numbers.isna() & (text != "")
+        if bad.any() and column in columns:
+            line = int(bad.to_numpy().argmax()) + 2  # line 1: the header
+            raise UserError(f"{path}: line {line}: {column}: expected a number, got {text[bad].iloc[0][:40]!r}")
+        if not bad.any():
+            table[column] = numbers
+    table.columns = [columns.get(c, re.sub(r"\W+", "_", c).strip("_").lower()) for c in table.columns]
     table.insert(0, "rank", rank)
     return table
 

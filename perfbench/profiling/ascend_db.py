@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfbench.bounded_files import check_size
 from perfbench.errors import UserError
 from perfbench.profiling.ascend_kernels import EXPECTED_COLUMNS, KernelDetails
 from perfbench.profiling.events import MAX_TIME_US, SkippedEvents
@@ -70,12 +71,15 @@ def _ns(column: str) -> str:
             f"AND length({column}) <= 19 THEN CAST({column} AS INTEGER) END, {_MISSING})")
 
 
+DB_BYTES = 64 * 1024**3  # far beyond any profiler export; SQLite itself reads only the pages a query needs
+
+
 class _Db:
     """The open file and what it holds; every SQLite error becomes one line naming the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        if path.stat().st_size == 0:
+        if check_size(path, DB_BYTES) == 0:  # SQLite reads pages as it needs them: the cap is a sanity bound
             raise UserError(f"{path}: empty file (0 bytes): not an ascend_pytorch_profiler .db")
         try:
             self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
@@ -169,7 +173,7 @@ def _host_ops(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
         op_id = API_TYPE_OP
         if db.has("ENUM_API_TYPE"):
             found = db.query("SELECT id FROM ENUM_API_TYPE WHERE name = 'op'")
-            op_id = int(found["id"].iloc[0]) if len(found) else API_TYPE_OP
+            op_id = _integer(found["id"].iloc[0], f"{db.path}: ENUM_API_TYPE.id of 'op'") if len(found) else API_TYPE_OP
         where, params = " WHERE p.type = ?", (op_id,)
     name, join = _strings(db, "PYTORCH_API", "p", "name")
     sql = (f"SELECT p.rowid AS row, {_ns('p.startNs')} AS start_ns, {_ns('p.endNs')} AS end_ns, "
@@ -190,8 +194,19 @@ def _step_ids(db: _Db, starts: np.ndarray) -> list[int | None]:
     begin, end = steps["start_ns"].to_numpy(dtype=np.int64), steps["end_ns"].to_numpy(dtype=np.int64)
     index = np.searchsorted(begin, starts, side="right") - 1
     inside = (index >= 0) & (starts < end[np.maximum(index, 0)])
-    ids = steps["id"].tolist()
-    return [int(ids[i]) if ok and ids[i] is not None else None for i, ok in zip(index.tolist(), inside.tolist())]
+    ids = [None if v is None else _integer(v, f"{db.path}: STEP_TIME.id (row {k + 1})")
+           for k, v in enumerate(steps["id"].tolist())]
+    return [ids[i] if ok else None for i, ok in zip(index.tolist(), inside.tolist())]
+
+
+def _integer(value: object, where: str) -> int:
+    """An id column's value as an int; text or a fraction is a one-line UserError at `where`."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    shown = repr(value)
+    raise UserError(f"{where}: expected an integer, got {shown if len(shown) <= 40 else shown[:37] + '...'}")
 
 
 def _text(values: pd.Series) -> list[str | None]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfbench.bounded_files import csv_header
 from perfbench.errors import UserError
 from perfbench.profiling.categories import categorize
 from perfbench.profiling.events import SkippedEvents, events_from_columns, time_problem, us_text_to_ns
@@ -64,6 +65,7 @@ def _clean_text(series: pd.Series) -> pd.Series:
 
 def read_kernel_details(path: Path) -> KernelDetails:
     """Read one kernel_details.csv (any known header variant); UserError if a required column is absent."""
+    csv_header(path)  # size cap; duplicate header names refused before pandas (quadratic in them)
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except pd.errors.EmptyDataError:

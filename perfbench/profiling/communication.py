@@ -8,7 +8,6 @@ Times in these files are ms; the tables use µs. Bandwidth is size / time: MB pe
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfbench.bounded_files import TRACE_BYTES, load_json
 from perfbench.errors import UserError
 
 COMMUNICATION_TIMES = {
@@ -31,10 +31,7 @@ MATRIX_COLUMNS = ["rank", "step", "kind", "op", "group", "src_rank", "dst_rank",
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: cannot read it as JSON ({str(err).splitlines()[0]})") from None
+    data = load_json(path, TRACE_BYTES)  # size and depth capped (perfbench/bounded_files.py)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object keyed by step")
     return data
@@ -45,11 +42,26 @@ def _step(key: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _float(value: Any) -> float:
-    try:
-        return float(value or 0)
-    except (TypeError, ValueError):
+def _float(value: Any, where: str) -> float:
+    """A number of the profiler's JSON (absent or empty: 0); anything else is a one-line UserError at `where`."""
+    if value is None or value == "":
         return 0.0
+    if not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    shown = repr(value)
+    raise UserError(f"{where}: expected a number, got {shown if len(shown) <= 40 else shown[:37] + '...'}")
+
+
+def _entries(value: Any, where: str) -> dict[str, Any]:
+    """A nested object of the profiler's JSON (absent: empty); anything else is a one-line UserError."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
 
 
 def bandwidth_gb_s(size_mb: np.ndarray | float, time_us: np.ndarray | float) -> np.ndarray:
@@ -59,13 +71,15 @@ def bandwidth_gb_s(size_mb: np.ndarray | float, time_us: np.ndarray | float) -> 
         return np.where(time_ms > 0, size / np.where(time_ms > 0, time_ms, 1.0), np.nan)
 
 
-def op_transfer(links: dict[str, Any]) -> tuple[float, float]:
+def op_transfer(links: dict[str, Any], where: str = "communication.json") -> tuple[float, float]:
     """(size MB, time ms) an op moved: RDMA + SDMA, where SDMA already holds its HCCS/PCIE/SIO sub-links."""
     def size(name: str) -> float:
-        return _float((links.get(name) or {}).get("Transit Size(MB)"))
+        return _float(_entries(links.get(name), f"{where}/{name}").get("Transit Size(MB)"),
+                      f"{where}/{name}: Transit Size(MB)")
 
     def time(name: str) -> float:
-        return _float((links.get(name) or {}).get("Transit Time(ms)"))
+        return _float(_entries(links.get(name), f"{where}/{name}").get("Transit Time(ms)"),
+                      f"{where}/{name}: Transit Time(ms)")
 
     if "SDMA" in links:
         sdma_size, sdma_time = size("SDMA"), time("SDMA")
@@ -85,27 +99,30 @@ def read_communication(path: Path, rank: int) -> tuple[pd.DataFrame, pd.DataFram
     ops, links = [], []
     for step_key, kinds in _read_json(path).items():
         step = _step(step_key)
-        for kind, entries in (kinds or {}).items():
-            for op_key, info in (entries or {}).items():
+        for kind, entries in _entries(kinds, f"{path}: {step_key}").items():
+            for op_key, info in _entries(entries, f"{path}: {step_key}/{kind}").items():
                 if op_key == TOTAL_KEY or not isinstance(info, dict):
                     continue
+                where = f"{path}: {step_key}/{kind}/{op_key}"
                 op_name, _, group = op_key.partition("@")
-                times = info.get("Communication Time Info") or {}
+                times = _entries(info.get("Communication Time Info"), f"{where}: Communication Time Info")
                 row: dict[str, Any] = {"rank": rank, "step": step, "kind": kind, "op_name": op_name,
                                        "group": group}
                 for src, dst in COMMUNICATION_TIMES.items():
                     value = times.get(src)
-                    row[dst] = float(value) * 1000.0 if value is not None else None
-                bandwidth = info.get("Communication Bandwidth Info") or {}
-                size_mb, time_ms = op_transfer(bandwidth)
+                    row[dst] = _float(value, f"{where}: {src}") * 1000.0 if value is not None else None
+                bandwidth = _entries(info.get("Communication Bandwidth Info"), f"{where}: Communication Bandwidth Info")
+                size_mb, time_ms = op_transfer(bandwidth, where)
                 row["transit_size_mb"], row["transit_time_us"] = size_mb, time_ms * 1000.0
                 ops.append(row)
                 for link, values in bandwidth.items():
-                    link_size = _float((values or {}).get("Transit Size(MB)"))
+                    link_info = _entries(values, f"{where}/{link}")
+                    link_size = _float(link_info.get("Transit Size(MB)"), f"{where}/{link}: Transit Size(MB)")
                     if link_size > 0:
                         links.append([rank, step, kind, op_name, group, link,
                                       "SDMA" if link in SDMA_SUB_LINKS else None, link_size,
-                                      _float(values.get("Transit Time(ms)")) * 1000.0, 0.0])
+                                      _float(link_info.get("Transit Time(ms)"),
+                                             f"{where}/{link}: Transit Time(ms)") * 1000.0, 0.0])
     op_table = pd.DataFrame(ops)
     if len(op_table):
         op_table["step"] = op_table["step"].astype("Int64")
@@ -124,16 +141,19 @@ def read_communication_matrix(path: Path, rank: int) -> pd.DataFrame:
     rows = []
     for step_key, kinds in _read_json(path).items():
         step = _step(step_key)
-        for kind, entries in (kinds or {}).items():
-            for op_key, pairs in (entries or {}).items():
+        for kind, entries in _entries(kinds, f"{path}: {step_key}").items():
+            for op_key, pairs in _entries(entries, f"{path}: {step_key}/{kind}").items():
                 op, _, group = op_key.partition("@")
-                for pair, info in (pairs or {}).items():
+                for pair, info in _entries(pairs, f"{path}: {step_key}/{kind}/{op_key}").items():
                     src, _, dst = str(pair).partition("-")
                     if not isinstance(info, dict) or not src.isdigit() or not dst.isdigit():
                         continue
+                    where = f"{path}: {step_key}/{kind}/{op_key}/{pair}"
                     rows.append([rank, step, kind, op, group, int(src), int(dst),
-                                 str(info.get("Transport Type", "")), _float(info.get("Transit Size(MB)")),
-                                 _float(info.get("Transit Time(ms)")) * 1000.0, 0.0, info.get("Op Name")])
+                                 str(info.get("Transport Type", "")),
+                                 _float(info.get("Transit Size(MB)"), f"{where}: Transit Size(MB)"),
+                                 _float(info.get("Transit Time(ms)"), f"{where}: Transit Time(ms)") * 1000.0, 0.0,
+                                 info.get("Op Name")])
     table = pd.DataFrame(rows, columns=MATRIX_COLUMNS)
     table["step"] = table["step"].astype("Int64")
     table["bandwidth_gb_s"] = bandwidth_gb_s(table["transit_size_mb"], table["transit_time_us"])

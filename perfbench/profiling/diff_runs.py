@@ -23,6 +23,7 @@ from perfbench.profiling.diff import DEFAULT_BY, NUMBERS, OpDiff, op_diff
 from perfbench.profiling.diff_render import TOP, WIDTH, diff_lines
 from perfbench.profiling.loading import LoadedTrace, load_trace
 from perfbench.results import ResultFolder, RunResult, atomic_write_text, load_folder
+from perfbench.results.cells import short_cells
 
 CSV_NAME = "diff.csv"
 PAIR_TOP = 10  # movers per side shown for each run pair of two result folders
@@ -62,10 +63,31 @@ def _header(side: str, trace: LoadedTrace) -> str:
             "host events)")
 
 
-def diff_traces(a: Path, b: Path, by: Sequence[str] = DEFAULT_BY, label: str = "") -> TraceDiff:
-    """The diff of trace `b` against trace `a` (UserError from load_trace for one that is not a trace)."""
+def trace_device(trace: LoadedTrace) -> str:
+    """What kind of device a trace was taken on, as far as the trace tells: an Ascend profiler folder is an NPU's;
+    a chrome trace with device kernels a GPU's (or an accelerator's); one with host ops only a CPU run's."""
+    if trace.kind == "ascend":
+        return "an Ascend NPU"
+    if (trace.events["side"] == "device").any():
+        return "a GPU (device kernels)"
+    return "a CPU (host ops only)"
+
+
+def device_note(device_a: str | None, device_b: str | None) -> list[str]:
+    """A note when A and B were measured on different devices: their op times answer different questions."""
+    if not device_a or not device_b or device_a == device_b:
+        return []
+    return [f"A and B come from different devices (A: {device_a}; B: {device_b}): op times differ by the device, "
+            "not only by the change; op names and counts may differ too"]
+
+
+def diff_traces(a: Path, b: Path, by: Sequence[str] = DEFAULT_BY, label: str = "",
+                devices: tuple[str | None, str | None] | None = None) -> TraceDiff:
+    """The diff of trace `b` against trace `a` (UserError from load_trace for one that is not a trace); `devices`
+    (the runs' recorded device names) say where each was measured, else the traces themselves tell."""
     trace_a, trace_b = load_trace(a), load_trace(b)
     notes = [f"A: {n}" for n in trace_a.notes] + [f"B: {n}" for n in trace_b.notes]
+    notes += device_note(*(devices or (trace_device(trace_a), trace_device(trace_b))))
     return TraceDiff(label, a, b, op_diff(trace_a.events, trace_b.events, by),
                      headers=[_header("A", trace_a), _header("B", trace_b)], notes=notes)
 
@@ -101,10 +123,15 @@ def pair_diffs(folder_a: ResultFolder, folder_b: ResultFolder, matches: Sequence
             out.append(TraceDiff(m.label, a, b, problem=f"no trace in {missing} (runs/<run_id>/trace)"))
             continue
         try:
-            out.append(diff_traces(a, b, by, m.label))
+            out.append(diff_traces(a, b, by, m.label, (_device_of(m.a), _device_of(m.b))))
         except UserError as err:
             out.append(TraceDiff(m.label, a, b, problem=f"trace not readable: {err}"))
     return out
+
+
+def _device_of(result: RunResult) -> str | None:
+    env = result.env
+    return " ".join(str(x) for x in (env.device, env.device_name, env.emulation) if x) or None
 
 
 def diff_table(diffs: Sequence[TraceDiff]) -> pd.DataFrame:
@@ -156,5 +183,5 @@ def diff_command(a: Path, b: Path, out: Path | None, by: Sequence[str] = DEFAULT
         lines = [*diffs[0].headers, *diff_lines(diffs[0].diff, top), *_note_lines(diffs[0].notes)]
     path = (Path(out) if out is not None else default_out(b)) / CSV_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, diff_table(diffs).to_csv(index=False, float_format="%.3f"))
+    atomic_write_text(path, short_cells(diff_table(diffs)).to_csv(index=False, float_format="%.3f"))
     return "\n".join([*lines, f"{CSV_NAME}: {path}"])

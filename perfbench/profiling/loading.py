@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfbench.errors import UserError
-from perfbench.profiling.ascend import find_rank_folders, parse_ascend_dir
+from perfbench.profiling.ascend import NotAnAscendFolder, find_rank_folders, parse_ascend_dir
 from perfbench.profiling.ascend_db import DB_GLOB
 from perfbench.profiling.ascend_kernels import op_time_by_shape
 from perfbench.profiling.chrome import NotATrace, parse_chrome_trace
@@ -113,7 +113,7 @@ def load_trace(path: Path | str, prefer: str | None = None) -> LoadedTrace:
         raise UserError(f"{path}: not a trace; {NOT_A_TRACE}")
     try:
         find_rank_folders(path)
-    except UserError:
+    except NotAnAscendFolder:  # a broken profiler_info.json is that file's error, not "another format"
         loaded = _load_chrome_folder(path)
         emulated = [p for p in path.iterdir() if p.is_dir() and p.name.endswith("_ascend_pt")]
         if loaded is None and len(emulated) == 1:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from perfbench.analysis.attribution import combo_label
+from perfbench.bounded_files import csv_header
 from perfbench.profiling.events import primary_side
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Section, Text
@@ -64,14 +65,18 @@ class TraceTables:
         return known + sorted(found - set(known))
 
 
+TABLE_BYTES = 256 * 1024**2  # a run's trace tables are aggregates: kilobytes to a few MB
+
+
 def read_trace_tables(folder: Path, runs: Sequence[RunResult]) -> TraceTables:
     out = TraceTables()
     for r in runs:
         table_dir = folder / "runs" / r.run_id / "tables"
         for path in sorted(table_dir.glob("*.csv")) if table_dir.is_dir() else []:
             try:
+                csv_header(path, TABLE_BYTES)  # a shared folder's tables: size cap, no duplicate header names
                 frame = pd.read_csv(path)
-            except (OSError, ValueError, pd.errors.ParserError) as err:
+            except (OSError, ValueError, pd.errors.ParserError) as err:  # UserError is a ValueError
                 out.problems.append(f"{r.run_id}/{path.name}: unreadable ({str(err).splitlines()[0]})")
                 continue
             out.by_run.setdefault(r.run_id, {})[path.stem] = frame

@@ -10,7 +10,9 @@ from typing import Any
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.attribution import combo_label
+from perfbench.bounded_files import METADATA_BYTES, load_json
 from perfbench.config.execution_mode import mode_text, result_mode
+from perfbench.errors import UserError
 from perfbench.report.page import Preformatted, Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
@@ -34,8 +36,8 @@ def read_scenario(folder: Path) -> tuple[dict[str, Any] | None, str]:
     if not path.is_file():
         return None, "No scenario.json in this folder."
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+        raw = load_json(path, METADATA_BYTES)
+    except UserError as err:
         return None, f"scenario.json could not be read: {err}"
     if not isinstance(raw, dict):
         return None, "scenario.json does not hold a JSON object."

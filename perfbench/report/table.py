@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfbench.results.cells import cell_text
+
 
 def format_number(value: float) -> str:
     """Four significant digits (trailing zeros kept: a 1.0003x factor reads 1.000x, not 1x); plain digits
@@ -39,7 +41,7 @@ def format_cell(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return format_number(value)
-    return str(value)
+    return cell_text(str(value))
 
 
 def csv_cell(value: Any) -> str:
@@ -49,7 +51,7 @@ def csv_cell(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return repr(value)
-    return str(value)
+    return cell_text(str(value))  # a 100 MB field is not copied into every table
 
 
 @dataclass(frozen=True)

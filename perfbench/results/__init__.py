@@ -5,7 +5,8 @@ A result folder holds
   results.csv     one row per run (`CSV_COLUMNS` + req./eff. toggle columns)
   runs/<run_id>/  result.json, worker.log, trace/ (profiler output), tables/*.csv (parsed trace tables)
   scenario.json   the validated scenario the runs came from
-  compile_cache/  the sweep's shared compile cache (inductor; per combination on NPU)
+  compile_cache/  the sweep's shared compile cache (inductor; per combination on NPU); in the per-user cache
+                  instead when the folder's path has a space or special character (run/compile_cache.py)
 
 Every record carries `schema_version` (versions.py): older records are migrated on load; newer ones, unknown
 keys and wrong types are refused with one line naming the file, the record's line and the field, so a
@@ -16,6 +17,8 @@ committed baseline cannot drift without a clear error. The modules:
   versions.py     SCHEMA_VERSION and the migration of older records
   validation.py   a pydantic error as one line
   files.py        atomic writes, load_results / load_folder / write_results
+  env_allowlist.py  the environment variables a record may hold (exact names, values checked, the rest counted)
+  cells.py        long text shortened in output tables
 """
 
 from perfbench.results.expert_load import LayerLoad, layer_loads, worst_imbalance

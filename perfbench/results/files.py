@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfbench.bounded_files import METADATA_BYTES, TRACE_BYTES, load_json, loads_json, read_capped
 from perfbench.errors import UserError
 from perfbench.results.run_record import CSV_COLUMNS, RunResult
 
@@ -40,13 +41,14 @@ def load_results(folder: str | Path) -> list[RunResult]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no results.jsonl (is {folder} a perfbench result folder?)")
     by_id: dict[str, RunResult] = {}
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    text = read_capped(path, TRACE_BYTES).decode(errors="replace")  # size-capped: folders get shared
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            raw = loads_json(line, f"{path}:{lineno}", "valid JSON")
+        except UserError as err:
+            raise ValueError(str(err)) from None
         result = RunResult.from_dict(raw, f"{path}:{lineno}")
         by_id[result.run_id] = result
     return list(by_id.values())
@@ -68,8 +70,8 @@ class ResultFolder:
 
 def _read_json_object(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = load_json(path, METADATA_BYTES)
+    except UserError:  # unreadable, too big or too deep: as absent
         return None
     return data if isinstance(data, dict) else None
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from perfbench.results.env_allowlist import recorded_env
 
 
 class Record(BaseModel):
@@ -153,6 +155,7 @@ class Environment(Record):
     torch_threads: int | None = None
     torch_interop_threads: int | None = None
     env: dict[str, str] = Field(default_factory=dict)  # the variables that change a measurement
+    env_withheld: int | None = None  # how many variables the allow-list withheld (results/env_allowlist.py)
     executor: str | None = None
     hostname: str | None = None
     cpu_model: str | None = None
@@ -163,6 +166,18 @@ class Environment(Record):
     ab_arm: str | None = None
     ab_ref: str | None = None
     model_package: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _allowed_env_only(cls, data: Any) -> Any:
+        # every record read or written passes the allow-list: a folder recorded before it (or by hand) loses its
+        # credentials in reports, CSVs and baselines too; what is dropped here adds to the count
+        if not isinstance(data, Mapping) or not isinstance(data.get("env"), Mapping):
+            return data
+        allowed = recorded_env(data["env"])
+        if not allowed.withheld:
+            return data
+        return {**data, "env": allowed.env, "env_withheld": (data.get("env_withheld") or 0) + allowed.withheld}
 
 
 class BlockPlacement(Record):

@@ -46,6 +46,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from perfbench.analysis import paired
 from perfbench.errors import UserError
+from perfbench.lifecycle import exit_code_of, interrupt_line, sigterm_raises
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec, atomic_write_json, write_results
 from perfbench.results.ab_record import AB_FILE, ABArm, ABLook, ABPair, ABRecord, ABVerdict
 from perfbench.roofline.peaks import cache_dir
@@ -59,18 +60,9 @@ if TYPE_CHECKING:
 
 METRICS = ("ttft_ms", "tpot_ms")
 EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
-EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 ONE_PROCESS, TWO_PROCESSES = "one process", "two processes"
 # both arms' models must fit in this share of the memory free at the start (the sweep's rule for block groups)
 MEMORY_SHARE = 0.5
-
-
-class ABInterrupted(Exception):
-    """SIGINT or SIGTERM while the job ran; `code` is the exit code (130 / 143)."""
-
-    def __init__(self, code: int, name: str) -> None:
-        super().__init__(f"interrupted by {name}")
-        self.code = code
 
 
 class ArmFailed(UserError):
@@ -460,7 +452,6 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
     from perfbench.config.scenario import load_scenario  # noqa: PLC0415
     from perfbench.config.sweep import plan_sweep  # noqa: PLC0415
     from perfbench.run.runner import default_out  # noqa: PLC0415
-    from perfbench.run.signals import interrupts_as  # noqa: PLC0415
 
     sc = load_scenario(scenario or "ci_smoke", overrides)
     if sc.parallel_config.world_size > 1:
@@ -481,13 +472,13 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
              f"{arms.head.describe()}; results in {out}")
         job = ABJob(arms, specs, out, settings, memory_refusal(sweep))
         try:
-            with interrupts_as(ABInterrupted):
+            with sigterm_raises():
                 job.run()
-        except ABInterrupted as err:
-            job.stopped = f"stopped early: {err}"
+        except KeyboardInterrupt as err:  # SIGINT, or SIGTERM (perfbench/lifecycle.py)
+            job.stopped = f"stopped early: {interrupt_line(err, 'interrupted')}"
             _save(job, sc.as_dict(), out, "interrupted")
-            _say(f"ab: {err}; {len(job.pairs)} pairs saved in {out}")
-            return err.code
+            _say(f"{interrupt_line(err, 'perfbench ab')}; {len(job.pairs)} pairs saved in {out}")
+            return exit_code_of(err)
         except ArmFailed as err:
             job.failed, job.stopped = err, f"stopped early: {err}"
             _save(job, sc.as_dict(), out, "error")

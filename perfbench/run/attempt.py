@@ -12,6 +12,7 @@ from perfbench.config.sweep import PlannedRun
 from perfbench.results import Failure, RunPlan, RunResult, atomic_write_json
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.cluster import NodeLaunch
+from perfbench.run.compile_cache import compile_cache_dir
 from perfbench.run.failure_kinds import of_lost_process
 from perfbench.run.launcher import (
     ProcessOutcome,
@@ -72,8 +73,8 @@ def _prepare_attempt(planned: PlannedRun, out: Path, launch: NodeLaunch | None, 
     spec_path = run_dir / "spec.json"
     atomic_write_json(spec_path, spec.to_dict())
     env_vars = child_env(spec, base_env, launch, executor)
-    # one inductor cache per sweep: a kernel compiles once (the first run compiles cold, later ones warm)
-    env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str((out / "compile_cache" / "inductor").absolute()))
+    # one inductor cache per sweep, at a path the compiler's command line can take (run/compile_cache.py)
+    env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir(out)))
     env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     return run_dir, spec_path, env_vars
 

@@ -1,4 +1,4 @@
-"""What a result was measured on: code version, library versions, device, threads, relevant env vars.
+"""What a result was measured on: code version, library versions, device, threads, the allow-listed env vars.
 
 Read-only: nothing here changes the process. Every probe degrades to "unknown"/None instead of failing, so a
 missing git or library never costs a measurement.
@@ -17,16 +17,10 @@ from typing import Any
 
 import torch
 
+from perfbench.results.env_allowlist import recorded_env
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.roofline.peaks import cpu_model
 from perfbench.run.git_state import git_state
-
-ENV_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "PYTORCH_NPU_", "PERFBENCH_", "NCCL_", "GLOO_")
-# what torchrun gives each rank: its place in a (multi-node) launch; GROUP_RANK is the node's rank. The master
-# port is left out: a fresh one per run would make every run's environment look different.
-DISTRIBUTED_NAMES = ("MASTER_ADDR", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                     "GROUP_RANK", "GROUP_WORLD_SIZE")
-ENV_NAMES = ("TASK_QUEUE_ENABLE", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", *DISTRIBUTED_NAMES)
 
 
 def package_version(name: str) -> str | None:
@@ -78,15 +72,12 @@ def emulation_label() -> str | None:
     return label()
 
 
-def relevant_env() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
-
-
 def collect_environment(device: str, executor: str | None = None) -> dict[str, Any]:
     """A snapshot of this process's environment for one result; `executor` (default: what the runner put in
     PERFBENCH_EXECUTOR, else local) says which executor started the run."""
     sha, dirty = git_state()
     name, count = device_info(device)
+    allowed = recorded_env(os.environ)  # exact names, no credential (results/env_allowlist.py)
     return {
         "git_sha": sha, "git_dirty": dirty,
         "python": platform.python_version(), "python_executable": sys.executable,
@@ -94,7 +85,7 @@ def collect_environment(device: str, executor: str | None = None) -> dict[str, A
         "transformers": package_version("transformers"), "torchair": package_version("torchair"),
         "device": device, "device_name": name, "device_count": count, "emulation": emulation_label(),
         "torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
-        "env": relevant_env(),
+        "env": allowed.env, "env_withheld": allowed.withheld,
         "executor": executor or os.environ.get("PERFBENCH_EXECUTOR") or "local",
         "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
         "platform": platform.platform(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from perfbench.results import LOGIT_TOLERANCE, Failure, RunResult
 
@@ -38,15 +39,40 @@ def stage(name: str) -> Iterator[None]:
         raise
 
 
-def one_line(text: str, limit: int = 200) -> str:
-    line = next((x.strip() for x in reversed(text.strip().splitlines()) if x.strip()), "")
+# advice torch appends to a compile error, which would otherwise be its last (and only shown) line
+_ADVICE = re.compile(r"^(Set TORCHDYNAMO_VERBOSE=|For even more developer context|You can suppress this exception)")
+_COMPILER_ERROR = re.compile(r"\b(?:fatal )?error\b", re.I)
+_COMPILE_ERROR_KIND = re.compile(r"\b(\w*CompileError)\b")
+
+
+def _shorten(line: str, limit: int) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-def of_exception(err: BaseException) -> Failure:
-    """The kind of an exception a run raised: oom, plan_refused, startup_fail or benchmark_fail by stage."""
+def one_line(text: str, limit: int = 200) -> str:
+    line = next((x.strip() for x in reversed(text.strip().splitlines()) if x.strip() and not _ADVICE.match(x.strip())),
+                "")
+    return _shorten(line, limit)
+
+
+def compile_error_line(text: str, limit: int = 200) -> str | None:
+    """The compiler's own first error line of a compile failure (inductor's CppCompileError: the g++ output after
+    "Output:"), named by the error's kind; None for any other exception."""
+    kind = _COMPILE_ERROR_KIND.search(text)
+    if kind is None:
+        return None
+    _, found, output = text.partition("\nOutput:\n")
+    lines = [x.strip() for x in output.splitlines() if x.strip() and not _ADVICE.match(x.strip())] if found else []
+    first = next((x for x in lines if _COMPILER_ERROR.search(x)), lines[0] if lines else None)
+    return _shorten(f"{kind.group(1)}: {first}", limit) if first else None
+
+
+def of_exception(err: BaseException, log: Path | None = None) -> Failure:
+    """The kind of an exception a run raised: oom, plan_refused, startup_fail or benchmark_fail by stage. A compile
+    failure's reason is the compiler's first error line and, when given, the `log` holding the whole error."""
     text = f"{type(err).__name__}: {err}"
-    reason = one_line(text)
+    compiler = compile_error_line(text)
+    reason = f"{compiler}{f' (full log: {log})' if log else ''}" if compiler else one_line(text)
     if isinstance(err, MemoryError) or _OOM.search(text):
         return Failure(kind="oom", reason=reason)
     if type(err).__name__ == "PlanMismatchError":

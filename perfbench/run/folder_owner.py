@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from perfbench.bounded_files import METADATA_BYTES, load_json
 from perfbench.errors import UserError
 from perfbench.results import atomic_write_json
 
@@ -37,14 +37,49 @@ def owned(folder: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise UserError(f"--out {folder}: another perfbench run (pid {holder}) is writing this folder; "
+            raise UserError(f"--out {folder}: another perfbench run (pid {_holder_pid(fd)}) is writing this folder; "
                             "wait for it, or choose another folder") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _holder_pid(fd: int) -> str:
+    return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+
+
+@contextlib.contextmanager
+def not_written(folder: Path, what: str) -> Iterator[None]:
+    """While the block runs, no sweep may start writing `folder` (a shared hold of its lock); a folder a live sweep
+    holds now is refused, naming the sweep's pid. `what` names the folder in the message (e.g. "FOLDER x")."""
+    path = folder / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:  # never written by a sweep (or by hand): nothing to wait for
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"{what}: a live perfbench run (pid {_holder_pid(fd)}) is writing this folder; wait "
+                            "for it to finish") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (a folder, opened read-only) while the block runs, waiting for others."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -74,8 +109,8 @@ def check_identity(folder: Path, scenario: dict[str, Any], resume: bool) -> None
     mine = identity(scenario)
     if resume and path.is_file():
         try:
-            stored = json.loads(path.read_text()).get("identity", {})
-        except (OSError, ValueError, AttributeError):
+            stored = load_json(path, METADATA_BYTES).get("identity", {})
+        except (UserError, AttributeError):
             raise UserError(f"--resume: {path} is unreadable; it cannot tell what the stored runs measured") from None
         differ = sorted(k for k in set(stored) | set(mine) if stored.get(k, "<absent>") != mine.get(k, "<absent>"))
         if differ:

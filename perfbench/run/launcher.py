@@ -13,12 +13,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from perfbench.lifecycle import sigterm_raises
 from perfbench.results import RunSpec
+from perfbench.results.env_allowlist import torch_copied_credentials
 from perfbench.run.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 
 WORKER_MODULE = "perfbench.run.worker"
@@ -52,9 +53,11 @@ def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | No
 def child_env(spec: RunSpec, base: dict[str, str] | None = None, launch: NodeLaunch | None = None,
               executor: str = "local") -> dict[str, str]:
     """This process's environment + the spec's variables + this node's rank and the executor (for the
-    record). Thread settings are left as they are."""
+    record), less the credentials torch would copy into its compile caches. Thread settings are left as they are."""
     env = dict(os.environ if base is None else base)
     env.update(spec.env)
+    for name in torch_copied_credentials(env):  # torch would write them into the compile cache in --out
+        del env[name]
     env[NODE_RANK_ENV] = str(launch.node_rank if launch else 0)
     env[EXECUTOR_ENV] = executor
     paths = [str(PROJECT_DIR.absolute()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
@@ -96,21 +99,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While a run is supervised, SIGTERM to the runner unwinds like Ctrl-C so the run's group is stopped."""
-    def raise_interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    except ValueError:  # not the main thread: leave signal handling alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+# While a run is supervised, SIGTERM to the runner unwinds like Ctrl-C so the run's group is stopped
+# (perfbench/lifecycle.py: the exception says which signal, so the exit code can be the signal's own).
+sigterm_as_interrupt = sigterm_raises
 
 
 def start_in_group(cmd: list[str], env: dict[str, str], log: IO[bytes], cwd: Path | None = None,

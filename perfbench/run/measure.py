@@ -42,6 +42,7 @@ from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run import failure_kinds, host_load, host_signals
+from perfbench.run.compile_cache import compile_cache_root
 from perfbench.run.host_probe import HostProbe, speed_change
 from perfbench.run.iteration import Iteration, Workload, make_workload, run_iteration
 from perfbench.run.memory_split import memory_split
@@ -114,7 +115,7 @@ def compile_cache_dir(spec: RunSpec, run_dir: Path) -> Path | None:
     """
     if not spec.enable_cache_compile:
         return None
-    root = run_dir.parent.parent / "compile_cache"
+    root = compile_cache_root(run_dir.parent.parent)  # a path the compiler's command line takes (compile_cache.py)
     return root / "graph" / spec.combination_id if spec.device == "npu" else root / "inductor"
 
 

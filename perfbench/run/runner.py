@@ -18,6 +18,7 @@ from model.backend import Capabilities, detect_capabilities
 from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
+from perfbench.lifecycle import exit_code_of, interrupt_line
 from perfbench.output_paths import check_output_dir
 from perfbench.results import RunResult, atomic_write_json, load_results, write_results
 from perfbench.results.timestamps import utc_timestamp
@@ -28,7 +29,6 @@ from perfbench.run.executors.local import LocalExecutor
 from perfbench.run.folder_owner import check_identity, owned
 from perfbench.run.summary_table import summary_table
 
-INTERRUPTED_EXIT = 130
 ReportHook = Callable[[Path], None]  # renders a result folder after the runs
 RETRIED = ("killed", "timeout")  # statuses --resume measures again
 
@@ -137,7 +137,8 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
                  resume: bool, report: ReportHook | None = None, executor: str = "local",
                  address: str | None = None) -> int:
     """Validate, expand and run a scenario; `report` renders the folder afterwards (the cli hands it in: the run
-    stage does not import the report stage). Exit code: 0 all runs ok, 1 some run failed, 130 interrupted."""
+    stage does not import the report stage). Exit code: 0 all runs ok, 1 some run failed, 130 / 143 interrupted
+    by SIGINT / SIGTERM (perfbench/lifecycle.py)."""
     sc = load_scenario(scenario, overrides)
     launch = launch_for(sc.perfbench.cluster, sc.parallel_config.world_size,
                         need_endpoint=executor == "local" and not dry_run)
@@ -179,13 +180,14 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
     check_identity(out, sc.as_dict(), resume)
     try:
         results = run_sweep(sweep, out, previous, make_executor(executor, address, launch))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         again = " ".join(["perfbench run", *([scenario] if scenario else []),
                           *(f"--set {o}" for o in overrides),
                           *([f"--executor {executor}"] if executor != "local" else []),
                           *([f"--address {address}"] if address else []), f"--out {out} --resume"])
-        _say(f"\ninterrupted; finished runs are in {out}/results.jsonl; continue with: {again}")
-        return INTERRUPTED_EXIT
+        _say(f"\n{interrupt_line(err, 'perfbench run')}; finished runs are in {out}/results.jsonl; "
+             f"continue with: {again}")
+        return exit_code_of(err)
     if report is not None:
         report(out)
     print(summary_table(results))

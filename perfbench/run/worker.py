@@ -93,7 +93,7 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     except Exception as err:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         result = RunResult(run_id=spec.run_id, status="error", spec=spec, plan=getattr(err, "plan", RunPlan()),
                            error=traceback.format_exc().rstrip(), started_at=started,
-                           failure=failure_kinds.of_exception(err))
+                           failure=failure_kinds.of_exception(err, run_dir / "worker.log"))  # _record prints it
     return _finalize(result, spec, started, t0)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from perfbench.tools.verify.allowlist import is_allowed
+from perfbench.results.env_allowlist import is_recorded
 from tests.emulation.helpers import ROOT
 from tests.perfbench.test_torch_free import BLOCKER
 
@@ -47,7 +47,8 @@ def statuses(summary: dict) -> dict[str, str]:
 def quick_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
               ) -> tuple[str, Path, subprocess.CompletedProcess[str]]:
     out = tmp_path_factory.mktemp(f"verify-{request.param}") / "bundle"
-    env = {"SECRET_TOKEN": SECRET, "MY_APP_SETTING": SECRET, "HCCL_VERIFY_TEST_SETTING": "kept"}
+    env = {"SECRET_TOKEN": SECRET, "MY_APP_SETTING": SECRET, "HCCL_BUFFSIZE": "kept",
+           "HCCL_VERIFY_TEST_SETTING": SECRET}
     proc = verify(out, "--emulate-npu", request.param, "--quick", "--devices", "2", env=env)
     return request.param, out, proc
 
@@ -81,8 +82,8 @@ def test_quick_bundle_is_small_and_holds_only_allowed_variables(quick_run, tmp_p
         data = path.read_bytes()
         assert SECRET.encode() not in data and b"MY_APP_SETTING" not in data, path
     env = json.loads((tmp_path / "bundle" / "environment.json").read_text())["env"]
-    assert env["HCCL_VERIFY_TEST_SETTING"] == "kept"  # allowed variables are recorded...
-    assert all(is_allowed(name) for name in env)  # ...and nothing else
+    assert env["HCCL_BUFFSIZE"] == "kept"  # allowed variables are recorded...
+    assert all(is_recorded(name, value) for name, value in env.items())  # ...and nothing else
 
 
 def test_read_without_torch_prints_the_same_summary(quick_run, tmp_path: Path):

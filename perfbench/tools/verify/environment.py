@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from perfbench.emulation.npu.modules import TORCH_NPU_VERSION
+from perfbench.results.env_allowlist import recorded_env, withheld_text
 from perfbench.run.environment import cann_version, collect_environment, package_version
-from perfbench.tools.verify.allowlist import allowed_env
 from perfbench.tools.verify.context import VerifyContext
 from perfbench.tools.verify.schemas import compare, installed_schemas
 from perfbench.tools.verify.summary import FAIL, PASS, Check
@@ -46,11 +46,12 @@ def versions(ctx: VerifyContext) -> dict[str, str | None]:
 
 
 def snapshot(ctx: VerifyContext) -> dict[str, Any]:
-    """environment.json: perfbench's run environment, the versions above, and only allow-listed variables."""
+    """environment.json: perfbench's run environment (only allow-listed variables, results/env_allowlist.py) and
+    the versions above."""
     env = collect_environment("npu")
     found = versions(ctx)
     # the module's own versions: an emulated torch_npu (or torchair bundled with torch_npu) is no installed package
-    env.update(env=allowed_env(os.environ), versions=found, torch_npu=found["torch_npu"], torchair=found["torchair"],
+    env.update(versions=found, torch_npu=found["torch_npu"], torchair=found["torchair"],
                platform=ctx.platform, series=ctx.series)
     return env
 
@@ -74,7 +75,10 @@ def check_environment(ctx: VerifyContext, log: list[str]) -> list[Check]:
     if not diffs:
         checks.append(Check("schemas", PASS, f"all {len(installed)} ops match torch_npu 2.14.0's schemas "
                                              f"(installed: {source})", data={"source": source}))
-    hccl = {k: v for k, v in allowed_env(os.environ).items() if k.startswith("HCCL_")}
-    checks.append(Check("hccl variables", PASS, ", ".join(f"{k}={v}" for k, v in hccl.items()) or
-                        "no HCCL_* variables set (defaults apply)", data=hccl))
+    hccl_env = {k: v for k, v in os.environ.items() if k.startswith("HCCL_")}
+    allowed = recorded_env(hccl_env)  # a credential under HCCL_ (HCCL_PWD) is counted, never shown
+    hccl = allowed.env
+    withheld = f" ({withheld_text(allowed.withheld)})" if allowed.withheld else ""
+    checks.append(Check("hccl variables", PASS, (", ".join(f"{k}={v}" for k, v in hccl.items()) or
+                        "no allow-listed HCCL_* variables set (defaults apply)") + withheld, data=hccl))
     return checks

@@ -9,6 +9,7 @@ mode. A rank that dies ends the job; it is reported with its exit code and the c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -61,6 +62,11 @@ def _run_torchrun(spec_path: Path, timeout_s: float) -> tuple[int | None, str]:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
         return None, output
+    except KeyboardInterrupt:  # SIGINT / SIGTERM to verify: its own session would outlive it otherwise
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
 
 
 def dead_rank(output: str) -> tuple[int, int] | None:

@@ -1,7 +1,8 @@
 """`perfbench verify`: run the selected items one after another, each on its own (a failure records the item,
 the op, the call and the error, and the next item runs), then write the summary and the bundle.
 
-Exit codes: 0 every item passed or was skipped (with its reason), 1 some item failed, 2 usage error.
+Exit codes: 0 every item passed or was skipped (with its reason), 1 some item failed, 2 usage error, 130 / 143
+interrupted by SIGINT / SIGTERM (the items checked before it are in the summary and the bundle).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 
 from perfbench.emulation.npu import faults
 from perfbench.errors import UserError
+from perfbench.lifecycle import interrupt_line
 from perfbench.output_paths import check_output_dir
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.tools.verify.bundle import FULL_CAP_BYTES, QUICK_CAP_BYTES, pack, write_json, write_log, write_summary
@@ -109,16 +111,25 @@ def run_verify(options: VerifyOptions, out_dir: Path | None) -> int:
             environment = snapshot(ctx)
         except Exception:  # noqa: BLE001 - the environment item reports what failed; the header says unknown
             environment = {"error": traceback.format_exc(limit=3)}
-        results = []
+        results: list[ItemResult] = []
+        interrupted: KeyboardInterrupt | None = None
         for name in ITEM_NAMES:
             if name not in options.items:
                 results.append(ItemResult(name, SKIPPED, "not selected (--items)"))
                 continue
-            click.echo(f"verify: {name} ...", err=True)
-            result, log = run_item(name, ctx)
-            click.echo(f"verify: {name} {result.status} ({result.seconds:.1f} s)", err=True)
-            write_json(ctx.out_dir / "results" / f"{name}.json", result.to_dict(with_data=True))
-            write_log(ctx.out_dir, name, log)
+            if interrupted is not None:
+                results.append(ItemResult(name, SKIPPED, interrupt_line(interrupted, "not run: verify")))
+                continue
+            try:
+                click.echo(f"verify: {name} ...", err=True)
+                result, log = run_item(name, ctx)
+                click.echo(f"verify: {name} {result.status} ({result.seconds:.1f} s)", err=True)
+                write_json(ctx.out_dir / "results" / f"{name}.json", result.to_dict(with_data=True))
+                write_log(ctx.out_dir, name, log)
+            except KeyboardInterrupt as err:  # SIGINT / SIGTERM: the items already checked are still written
+                interrupted = err
+                results.append(ItemResult(name, SKIPPED, interrupt_line(err, "stopped: verify")))
+                continue
             results.append(result)
         summary = Summary(
             started=utc_timestamp(stamp), platform=ctx.platform, series=ctx.series,
@@ -129,6 +140,9 @@ def run_verify(options: VerifyOptions, out_dir: Path | None) -> int:
         write_json(ctx.out_dir / "environment.json", environment)
         write_summary(ctx.out_dir, summary)
         archive, left_out = pack(ctx.out_dir, QUICK_CAP_BYTES if options.quick else FULL_CAP_BYTES)
+    if interrupted is not None:  # the summary and bundle hold what was checked; the exit code is the signal's
+        click.echo(f"bundle (interrupted): {archive}; folder: {ctx.out_dir}", err=True)
+        raise interrupted
     click.echo(render(summary))
     dropped = f"; {len(left_out)} trace files left out to stay under the cap (bundle.json)" if left_out else ""
     click.echo(f"bundle: {archive} ({archive.stat().st_size / 1e6:.1f} MB){dropped}; folder: {ctx.out_dir}",

@@ -25,7 +25,6 @@ from perfbench.errors import UserError
 from perfbench.results.ab_record import ABPair, ABRecord, read_ab_record
 from perfbench.run import ab
 from perfbench.run import arms as ab_arms
-from perfbench.run.signals import interrupts_as
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -206,15 +205,6 @@ def test_a_failed_arm_is_recorded_as_failed_and_the_gate_calls_it_input_error(tm
     gate = _gate(tmp_path / "bad")
     assert gate.returncode == 2 and "did not finish" in gate.stderr
     assert not _perfbench_worktrees()
-
-
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_both_interrupts_unwind_as_the_commands_own_exception(sig: int, code: int):
-    with pytest.raises(ab.ABInterrupted) as raised, interrupts_as(ab.ABInterrupted):
-        os.kill(os.getpid(), sig)
-        time.sleep(5)  # the handler raises before this ends
-    assert raised.value.code == code
-    assert signal.getsignal(sig) is not None and not isinstance(signal.getsignal(sig), type(lambda: 0))
 
 
 @pytest.mark.slow

@@ -172,7 +172,7 @@ def test_terminated_runner_stops_the_run_in_flight(tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "--resume" in err and "Traceback" not in err
+    assert proc.returncode == 143 and "--resume" in err and "Traceback" not in err  # SIGTERM: 128 + 15
     assert alive_with(str(out)) == []
 
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfbench.cli import main
-from perfbench.tools.verify.allowlist import allowed_env, is_allowed
+from perfbench.results.env_allowlist import recorded_env
 from perfbench.tools.verify.bundle import pack, write_summary
 from perfbench.tools.verify.read import load_summary
 from perfbench.tools.verify.summary import FAIL, PASS, SKIPPED, Check, ItemResult, Summary, render
@@ -58,9 +58,10 @@ def test_allow_list_keeps_ascend_variables_and_drops_everything_else():
     env = {"ASCEND_HOME_PATH": "/usr/local/Ascend", "HCCL_BUFFSIZE": "512", "PYTORCH_NPU_ALLOC_CONF": "x",
            "TASK_QUEUE_ENABLE": "2", "HOME": "/root", "SECRET_TOKEN": "s3cr3t", "HCCL_AUTH_TOKEN": "t",
            "AWS_SECRET_ACCESS_KEY": "k", "PATH": "/bin"}
-    assert allowed_env(env) == {"ASCEND_HOME_PATH": "/usr/local/Ascend", "HCCL_BUFFSIZE": "512",
-                                "PYTORCH_NPU_ALLOC_CONF": "x", "TASK_QUEUE_ENABLE": "2"}
-    assert not is_allowed("TORCH_API_KEY")  # a credential's name under an allowed prefix
+    allowed = recorded_env(env)
+    assert allowed.env == {"ASCEND_HOME_PATH": "/usr/local/Ascend", "HCCL_BUFFSIZE": "512",
+                           "PYTORCH_NPU_ALLOC_CONF": "x", "TASK_QUEUE_ENABLE": "2"}
+    assert allowed.withheld == 3  # the two credentials and the HCCL_ one; HOME and PATH are no one's concern
 
 
 def test_trimmed_trace_keeps_the_longest_events_and_the_metadata(tmp_path: Path):
