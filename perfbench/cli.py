@@ -203,14 +203,16 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> No
 @main.command()
 @click.argument("path", type=click.Path(exists=True))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where the tables go (default PATH-tables).")
+@click.option("--export", "export", type=click.Path(dir_okay=False),
+              help="Also write a normalized chrome trace (OUT.json.gz) for Perfetto / chrome://tracing.")
 @user_errors
-def trace(path: str, out_dir: str | None) -> None:
+def trace(path: str, out_dir: str | None, export: str | None) -> None:
     """Latency tables for a trace someone else captured (torch chrome trace, Ascend profiler folder or .db)."""
     from perfbench.profiling import analyze_trace, default_tables_dir
 
     check_output_dir(Path(out_dir) if out_dir else default_tables_dir(Path(path)),
                      "--out" if out_dir else "the tables folder (default of --out)")
-    click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None))
+    click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None, Path(export) if export else None))
 
 
 @main.command()

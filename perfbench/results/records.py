@@ -118,6 +118,8 @@ class TraceRecord(Record):
     plan_mismatches: list[str] = Field(default_factory=list)
     cluster: dict[str, Any] = Field(default_factory=dict)  # per-rank means and the slowest rank (multi-rank)
     roofline_error: str | None = None
+    export: str | None = None  # the normalized chrome trace for Perfetto (profiling/export.py), relative
+    export_error: str | None = None  # the export failed; the tables stand
     error: str | None = None  # the trace could not be taken or parsed; the timed numbers stand
 
 
