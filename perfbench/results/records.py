@@ -48,6 +48,13 @@ class Summary(Record):
     compile_s: float | None = None  # the first decode compile under graph_mode
     compile_warm_s: float | None = None  # a second compile from the warm cache (enable_cache_compile)
     first_ttft_ms: float | None = None  # the first prefill: builds the plan's compiled kernels
+    # every timed decode step apart (samples.tpot_steps_ms): the tail a user feels (analysis/tail.py)
+    decode_step_ms_p50: float | None = None
+    decode_step_ms_p50_ci_low: float | None = None
+    decode_step_ms_p50_ci_high: float | None = None
+    decode_step_ms_p99: float | None = None
+    decode_step_ms_p99_ci_low: float | None = None
+    decode_step_ms_p99_ci_high: float | None = None
     peak_mem_mb: float | None = None  # device allocator peak; CPU: the process's peak resident set
     mem_weights_mb: float | None = None  # parameters and buffers (run/memory_split.py)
     mem_state_mb: float | None = None  # KV cache + GDN conv and recurrent state
