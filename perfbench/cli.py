@@ -300,6 +300,41 @@ def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], override
                             overrides))
 
 
+@main.command()
+@click.argument("scenario")
+@click.option("--toggle", required=True, help="The toggle whose speed-up is searched.")
+@click.option("--over", "axis", required=True, type=click.Choice(["input_len", "batch", "output_len"]),
+              help="The shape axis searched.")
+@click.option("--range", "range_text", metavar="A:B", help="Search range (default 16:2048, 1:64 or 2:256).")
+@click.option("--threshold", "thresholds", multiple=True, type=float,
+              help="A speed-up to find besides 1 (repeatable), e.g. 1.1.")
+@click.option("--points", "max_points", type=int, default=10, show_default=True,
+              help="Points measured in all (each a sweep of the plan with and without the toggle).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default reports/crossover-*).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@user_errors
+def crossover(scenario: str, toggle: str, axis: str, range_text: str | None, thresholds: tuple[float, ...],
+              max_points: int, out_dir: str | None, overrides: tuple[str, ...]) -> None:
+    """Where TOGGLE's speed-up crosses 1 (and --threshold) along a shape axis, per phase, with CIs."""
+    from perfbench.report.crossover import write_crossover_page
+    from perfbench.run.crossover import check_search, roofline_prior, run_search, sweep_speedups, write_tables
+
+    search = check_search(scenario, toggle, axis, range_text, list(thresholds), max_points, list(overrides))
+    out = Path(out_dir) if out_dir else Path("reports") / f"crossover-{toggle}-{axis}"
+    check_output_dir(out, "--out")
+    rows = run_search(search, out, sweep_speedups(search, out))
+    try:
+        prior = roofline_prior(search, sorted({x for by_x in search.points.values() for x in by_x}))
+    except UserError as err:
+        click.echo(f"roofline prior: not shown ({err})")
+        prior = {}
+    write_tables(search, rows, out, prior)
+    for row in rows:
+        click.echo(f"{row.phase}: {row.crossing.text}")
+    click.echo(f"crossover: {out / 'crossover.csv'}, {out / 'crossings.csv'}, "
+               f"{write_crossover_page(out, search, rows, prior)}")
+
+
 @main.command("list")
 @click.argument("what", type=click.Choice(["toggles", "presets", "options", "scenarios"]), default="toggles")
 @user_errors

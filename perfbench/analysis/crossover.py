@@ -108,7 +108,7 @@ def crossing_from_points(points: list[SpeedupPoint], threshold: float, lo: int, 
                     text=f"speed-up {direction} through {threshold:g} at {estimate:.0f}, CI {bounds}")
 
 
-def _next_point(points: list[SpeedupPoint], threshold: float, lo: int, hi: int) -> int | None:
+def next_point(points: list[SpeedupPoint], threshold: float, lo: int, hi: int) -> int | None:
     """Where to measure next: the middle (log x) of the widest unmeasured gap inside the crossing's bracket of
     significant points (the whole range while nothing crosses); None when every integer there is measured."""
     crossing = crossing_from_points(points, threshold, lo, hi)
@@ -127,6 +127,11 @@ def _next_point(points: list[SpeedupPoint], threshold: float, lo: int, hi: int) 
     return min(max(middle, a + 1), b - 1)
 
 
+def start_points(lo: int, hi: int) -> list[int]:
+    """Both ends and the geometric middle: where every search starts."""
+    return list(dict.fromkeys((lo, hi, round(math.exp((_log(lo) + _log(hi)) / 2)))))
+
+
 def find_crossing(measure: Callable[[int], SpeedupPoint], lo: int, hi: int, threshold: float = 1.0,
                   max_points: int = DEFAULT_POINTS, points: list[SpeedupPoint] | None = None
                   ) -> tuple[Crossing, list[SpeedupPoint]]:
@@ -143,10 +148,10 @@ def find_crossing(measure: Callable[[int], SpeedupPoint], lo: int, hi: int, thre
             known[x] = measure(x)
             measured += 1
 
-    for x in (lo, hi, round(math.exp((_log(lo) + _log(hi)) / 2))):
+    for x in start_points(lo, hi):
         take(x)
     while measured < max_points:
-        x = _next_point(list(known.values()), threshold, lo, hi)
+        x = next_point(list(known.values()), threshold, lo, hi)
         if x is None:
             break
         take(x)
