@@ -186,6 +186,15 @@ class MeasureSection(Section):
         return self
 
 
+class TargetsSection(Section):
+    PATH = "perfbench.targets"
+
+    ttft_p90_ms: PositiveFloat | None = Field(None, description="service target: TTFT p90 at most this (ms); the "
+                                              "report's capacity table finds each plan's largest batch that meets it")
+    decode_step_p99_ms: PositiveFloat | None = Field(None, description="service target: decode-step p99 at most "
+                                                     "this (ms), with ttft_p90_ms for the capacity table")
+
+
 class ExplicitRun(Section):
     PATH = "perfbench.sweep.runs[]"
 
@@ -294,6 +303,8 @@ class PerfbenchSection(Section):
                                  "HCCL_DETERMINISTIC: \"true\")")
     cluster: ClusterSection = Field(default_factory=ClusterSection, description="nodes a run spans and how their "
                                     "torchruns meet")
+    targets: TargetsSection = Field(default_factory=TargetsSection, description="latency targets of the report's "
+                                    "capacity table (docs/capacity.md)")
 
     @model_validator(mode="after")
     def _db_export_needs_npu(self) -> PerfbenchSection:
