@@ -339,7 +339,8 @@ def first_call_compile(result: RunResult) -> list[Finding]:
     if not parts:
         return []
     return [Finding("first-call-compile", f"run {result.run_id} ({plan_label(result)}): cold start: "
-                    f"{'; '.join(parts)}", f"runs/{result.run_id}/result.json summary (report: Cold start)", weight)]
+                    f"{'; '.join(parts)}", f"runs/{result.run_id}/result.json summary (report: Cold start and tail)",
+                    weight)]
 
 
 def tail_spike(result: RunResult) -> list[Finding]:
@@ -359,11 +360,12 @@ def tail_spike(result: RunResult) -> list[Finding]:
     else:
         which = f"decode step #{worst + 1} of {len(steps)}"
     spikes = sum(s >= TAIL_SPIKE_FACTOR * median for s in steps)
-    also = f" ({spikes - 1} more steps at {TAIL_SPIKE_FACTOR:g}x or more)" if spikes > 1 else ""
+    also = (f" ({spikes - 1} more step{'s' if spikes > 2 else ''} at {TAIL_SPIKE_FACTOR:g}x or more)"
+            if spikes > 1 else "")
     mode = " (graph mode: a recompile?)" if "graph_mode" in result.ran_on() else ""
     return [Finding("tail-spike", f"run {result.run_id} ({plan_label(result)}): {which} took {steps[worst]:.2f} ms, "
                     f"{steps[worst] / median:.1f}x the median decode step {median:.2f} ms{also}{mode}",
-                    f"runs/{result.run_id}/result.json samples.tpot_steps_ms (report: Latency)",
+                    f"runs/{result.run_id}/result.json samples.tpot_steps_ms (report: Cold start and tail)",
                     steps[worst] / median)]
 
 

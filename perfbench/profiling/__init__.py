@@ -82,7 +82,8 @@ def analyze_trace(path: Path, out_dir: Path | None, export: Path | None = None) 
         written.append(extra)
     findings = trace_advice(trace, tables, step_table, out, run)
     load = load_lines(load_record_near(path))
-    exported = [export_trace(path, Path(export), findings, trace=trace).line()] if export is not None else []
+    exported = ([export_trace(path, Path(export), findings, trace=trace, emulation=mode.emulation).line()]
+                if export is not None else [])
     return "\n".join([summarize(trace, written, mode.line(), findings, tables.get("idle")), *load, *exported])
 
 

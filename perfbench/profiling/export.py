@@ -264,7 +264,7 @@ def _step_text(step: Any) -> str:
 
 
 def perfbench_tracks(events: pd.DataFrame, findings: list[Finding], zero_ns: int,
-                     used_pids: set[Any]) -> list[dict[str, Any]]:
+                     used_pids: set[Any], emulation: str | None = None) -> list[dict[str, Any]]:
     """perfbench's processes (one per rank): phase, decode step and layer slices from the events' annotations
     (host rows where they carry them, else device rows), each track made to nest; the findings as instant
     events at the trace's start on rank 0's process."""
@@ -272,8 +272,8 @@ def perfbench_tracks(events: pd.DataFrame, findings: list[Finding], zero_ns: int
     pids = _free_pids(used_pids, len(ranks))
     out: list[dict[str, Any]] = []
     for rank, pid in zip(ranks, pids):
-        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                    "args": {"name": f"perfbench (rank {rank})"}})
+        label = f"perfbench (rank {rank})" + (f", {emulation}: CPU timings" if emulation else "")
+        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}})
         out += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
                 for tid, name in enumerate(TRACKS, start=1)]
         of_rank = events[events["rank"] == rank]
@@ -320,9 +320,12 @@ def check_export_name(out: Path) -> None:
 
 
 def export_trace(path: Path | str, out: Path | str, findings: list[Finding] | None = None,
-                 prefer: str | None = None, trace: LoadedTrace | None = None) -> ExportSummary:
+                 prefer: str | None = None, trace: LoadedTrace | None = None,
+                 emulation: str | None = None) -> ExportSummary:
     """Write the normalized trace of `path` to `out` (gzip) and say what changed; UserError for a path that is
-    not a trace, or (a bug) an export that breaks the format rules. `trace`: `path` already loaded."""
+    not a trace, or (a bug) an export that breaks the format rules. `trace`: `path` already loaded;
+    `emulation`: the NPU emulator's label ("emulated npu (910b)"), shown on perfbench's processes and at the
+    top level (`perfbench.emulation`)."""
     path, out = Path(path), Path(out)
     check_export_name(out)
     trace = trace if trace is not None else load_trace(path, prefer)
@@ -331,8 +334,10 @@ def export_trace(path: Path | str, out: Path | str, findings: list[Finding] | No
     else:
         (data, summary), zero = events_to_chrome(trace.events), 0
     source_events = data["traceEvents"] if isinstance(data, dict) else data
-    extra = perfbench_tracks(trace.events, findings or [], zero, _used_pids(source_events))
+    extra = perfbench_tracks(trace.events, findings or [], zero, _used_pids(source_events), emulation)
     data = _merge(data, extra)
+    if emulation and isinstance(data, dict):
+        data["perfbench"] = {**data.get("perfbench", {}), "emulation": f"{emulation}: timings are CPU timings"}
     problems = format_problems(data)
     if problems:
         raise UserError(f"{out}: the export breaks the chrome trace format ({problems[0]}); please report it")

@@ -129,3 +129,13 @@ def test_cli_export_writes_findings_and_refuses_another_name(tmp_path: Path) -> 
     bad = CliRunner().invoke(main, ["trace", str(trace), "--out", str(tmp_path / "t2"),
                                     "--export", str(tmp_path / "x.json")])
     assert "*.json.gz" in one_error_line(bad)
+
+
+def test_an_emulated_trace_says_so_in_the_export(tmp_path: Path) -> None:
+    out = tmp_path / "emulated.json.gz"
+    export_trace(require(FIXTURES / "npu_emulated" / "ep2_910b_rank0.json.gz"), out,
+                 emulation="emulated npu (910b)")
+    data = _read(out)
+    assert data["perfbench"]["emulation"] == "emulated npu (910b): timings are CPU timings"
+    names = [e["args"]["name"] for e in data["traceEvents"] if e.get("name") == "process_name"]
+    assert "perfbench (rank 0), emulated npu (910b): CPU timings" in names
