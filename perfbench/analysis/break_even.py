@@ -4,12 +4,18 @@
     cold cost of a run   = (first_ttft_ms - ttft_ms_median) + 1000 * compile_s
                            the first, untimed iteration's excess over a steady one: the first prefill's excess
                            and the first decode step's (compile_s is that step's excess, graph mode only)
-    saving per token     = (tpot_ms_median without - with) / batch_size     (a decode step serves batch_size)
+    time per iteration   = ttft_ms_median + (output_len - 1) * tpot_ms_median   (one batch of requests)
+    saving per token     = (time per iteration without - with) / (batch_size * output_len)
     break-even tokens    = (cold cost with - cold cost without) / saving per token
+
+A token is a generated token at the run's shape: the saving counts the prefill (a toggle that only speeds up
+prefill pays back too) and the decode steps of the requests that produced it.
 
 Pairs: every merged run with toggle T on, against the run of the same workload shape whose plan is the same
 but for T. Point estimates from the runs' medians; no CI (a ratio of two differences of medians, one of
-them from a single cold start per process).
+them from a single cold start per process). Runs timed in one process (block groups) share it: the plan
+warmed up second may find kernels the first compiled, so their cold costs are a lower bound of a fresh
+process's.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ class BreakEven(BaseModel):
     with_run: str
     without_run: str
     cold_extra_ms: float | None  # cold cost with T - without T
-    saving_per_token_ms: float | None  # decode time saved per generated token
+    saving_per_token_ms: float | None  # time saved per generated token (prefill and decode, at the run's shape)
     tokens: float | None  # tokens served until paid back; None: not computable, inf: never
     verdict: str  # "paid back after N tokens" / "no extra cold cost" / "never: no per-token saving" / ...
 
@@ -51,14 +57,21 @@ def cold_cost_ms(result: RunResult) -> float | None:
     return sum(parts) if parts else None
 
 
+def _iteration_ms(result: RunResult) -> float | None:
+    ttft, tpot = result.metric("ttft_ms_median"), result.metric("tpot_ms_median")
+    if ttft is None or tpot is None:
+        return None
+    return ttft + max(result.spec.output_len - 1, 0) * tpot
+
+
 def break_even(with_run: RunResult, without_run: RunResult) -> tuple[float | None, float | None, float | None, str]:
     """(cold extra ms, saving per token ms, tokens, verdict) of `with_run` against `without_run`."""
     cold_with, cold_without = cold_cost_ms(with_run), cold_cost_ms(without_run)
-    tpot_with, tpot_without = with_run.metric("tpot_ms_median"), without_run.metric("tpot_ms_median")
-    if cold_with is None or cold_without is None or tpot_with is None or tpot_without is None:
-        return None, None, None, "not computable: a run lacks its cold start or TPOT"
+    time_with, time_without = _iteration_ms(with_run), _iteration_ms(without_run)
+    if cold_with is None or cold_without is None or time_with is None or time_without is None:
+        return None, None, None, "not computable: a run lacks its cold start, TTFT or TPOT"
     extra = cold_with - cold_without
-    saving = (tpot_without - tpot_with) / max(with_run.spec.batch_size, 1)
+    saving = (time_without - time_with) / max(with_run.spec.batch_size * with_run.spec.output_len, 1)
     if extra <= 0:
         return extra, saving, 0.0, "no extra cold cost: paid from the first token"
     if saving <= 0:

@@ -57,9 +57,11 @@ def cold_start_section(results: Sequence[RunResult]) -> Section:
     pairs = break_evens(list(results))
     if pairs:
         section.blocks.append(Text(
-            "Break-even: tokens a process serves before a toggle's extra cold-start cost is paid back by its "
-            "per-token decode saving: (cold cost with - without) / ((TPOT without - with) / batch size), the toggle "
-            "against the same shape's plan without it (rounds merged; medians, no CI).", note=True))
+            "Break-even: generated tokens a process serves before a toggle's extra cold-start cost is paid back: "
+            "(cold cost with - without) / saving per token, the saving being one iteration's time (TTFT + "
+            "(output_len - 1) TPOT) without minus with, over its batch x output_len tokens; the toggle against the "
+            "same shape's plan without it (rounds merged; medians, no CI; runs sharing a process share warm "
+            "caches, so cold costs are lower bounds).", note=True))
         section.blocks.append(Table("break_even", [
             Column("toggle"), Column("plan", "added to"), Column("shape"), Column("cold_extra_ms"),
             Column("saving_per_token_ms"), Column("tokens"), Column("verdict")],

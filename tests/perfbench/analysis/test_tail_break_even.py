@@ -13,7 +13,8 @@ from perfbench.results import RunPlan, RunResult, RunSpec
 
 
 def _run(run_id: str, on: set[str], batch_size: int = 1, **summary: float) -> RunResult:
-    spec = RunSpec(run_id=run_id, scenario="s", batch_size=batch_size, toggles={t: t in on for t in TOGGLE_NAMES})
+    spec = RunSpec(run_id=run_id, scenario="s", batch_size=batch_size, output_len=9,
+                   toggles={t: t in on for t in TOGGLE_NAMES})
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off", "reason": "",
                                   "impl": ""} for t in TOGGLE_NAMES})
     return RunResult(run_id=run_id, status="ok", spec=spec, plan=plan, summary=summary)
@@ -38,10 +39,15 @@ def test_break_even_tokens_by_hand() -> None:
     with_ = _run("b", {"graph_mode"}, batch_size=4, first_ttft_ms=100.0, ttft_ms_median=40.0, compile_s=2.0,
                  tpot_ms_median=8.0)
     assert cold_cost_ms(without) == pytest.approx(60.0) and cold_cost_ms(with_) == pytest.approx(2060.0)
-    # 2000 ms extra; a step of 4 tokens saves 2 ms: 0.5 ms per token -> 4000 tokens
+    # 2000 ms extra; an iteration (TTFT + 8 steps) takes 120 ms without, 104 with, and makes 4 x 9 = 36 tokens:
+    # 16 / 36 ms saved per token -> 2000 * 36 / 16 = 4500 tokens
     extra, saving, tokens, verdict = break_even(with_, without)
-    assert (extra, saving, tokens) == pytest.approx((2000.0, 0.5, 4000.0))
-    assert verdict == "paid back after 4,000 tokens"
+    assert (extra, saving, tokens) == pytest.approx((2000.0, 16 / 36, 4500.0))
+    assert verdict == "paid back after 4,500 tokens"
+    # a toggle that only speeds up prefill pays back too: TTFT 40 -> 30 ms saves 10 / 36 ms per token
+    prefill_only = with_.replace(summary={**with_.summary.model_dump(), "ttft_ms_median": 30.0,
+                                          "first_ttft_ms": 90.0, "tpot_ms_median": 10.0})
+    assert break_even(prefill_only, without)[2] == pytest.approx(2000 * 36 / 10)
     slower = with_.replace(summary={**with_.summary.model_dump(), "tpot_ms_median": 11.0})
     assert math.isinf(break_even(slower, without)[2]) and break_even(slower, without)[3].startswith("never")
     cheap = with_.replace(summary={**with_.summary.model_dump(), "compile_s": None})
@@ -55,5 +61,6 @@ def test_break_evens_pair_each_toggle_with_the_plan_without_it() -> None:
                  tpot_ms_median=8.0)]
     pairs = {(p.toggle, p.without_run): p for p in break_evens(runs)}
     assert set(pairs) == {("graph_mode", "base"), ("fused_rope", "g")}  # graph_mode alone has no rope-only plan
-    assert pairs[("graph_mode", "base")].tokens == pytest.approx(1000.0)  # 1000 ms / 1 ms per token
+    # 1000 ms extra; 8 steps x 1 ms saved per 9 tokens (batch 1, output_len 9) -> 1125 tokens
+    assert pairs[("graph_mode", "base")].tokens == pytest.approx(1000 * 9 / 8)
     assert pairs[("fused_rope", "g")].tokens == 0.0  # the same compile cost with and without rope
