@@ -212,6 +212,8 @@ def trace(path: str, out_dir: str | None, export: str | None) -> None:
 
     check_output_dir(Path(out_dir) if out_dir else default_tables_dir(Path(path)),
                      "--out" if out_dir else "the tables folder (default of --out)")
+    if export:
+        check_output_file(Path(export), "--export")
     click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None, Path(export) if export else None))
 
 
