@@ -86,3 +86,5 @@ def test_report_shows_pareto_and_capacity_from_the_scenario_targets(tmp_path: Pa
     rows = [line.split(",") for line in capacity.splitlines()]
     assert rows[0][:5] == ["shape", "plan", "largest", "largest_surely", "largest_maybe"]
     assert {row[1]: row[2] for row in rows[1:]} == {"(all off)": "8", "graph_mode": "8"}
+    # the cold-start section sits beside it: one row per run, and the graph_mode toggle's break-even pairs
+    assert len((folder / "report" / "cold_start.csv").read_text().splitlines()) == 1 + len(BATCHES) * 2

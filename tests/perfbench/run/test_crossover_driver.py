@@ -109,3 +109,21 @@ def test_roofline_prior_on_a_device_scenario() -> None:
 def test_bad_input_is_one_error_line(args: list[str], needle: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["crossover", "ci_smoke", *args, "--out", str(tmp_path / "c")])
     assert needle in one_error_line(result)
+
+
+def test_the_command_wires_search_prior_tables_and_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the sweeps replaced by the synthetic curve (no model, no timing); the prior by a fixed curve
+    import perfbench.run.crossover as driver
+
+    rng = np.random.default_rng(2)
+    monkeypatch.setattr(driver, "sweep_speedups", lambda search, out: lambda x: _curve_point(x, rng))
+    monkeypatch.setattr(driver, "roofline_prior", lambda search, xs: {"tpot": {x: 1.2 for x in xs}})
+    out = tmp_path / "c"
+    result = CliRunner().invoke(main, ["crossover", "ci_smoke", "--toggle", TOGGLE, "--over", "input_len",
+                                       "--range", "16:4096", "--threshold", "1.1", "--points", "8", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "tpot: speed-up falls through 1 at" in result.output
+    assert "tpot: speed-up falls through 1.1 at" in result.output
+    points = list(csv.DictReader(open(out / "crossover.csv")))
+    assert {p["roofline_speedup"] for p in points if p["phase"] == "tpot"} == {"1.2000"}
+    assert (out / "crossover.html").is_file()
