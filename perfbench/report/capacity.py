@@ -8,6 +8,7 @@ from pathlib import Path
 
 from perfbench.analysis.capacity import Targets, capacity_points, plan_capacities
 from perfbench.config.scenario import TargetsSection
+from perfbench.report.emulation import emulation_note
 from perfbench.report.page import Figure, Section, Text
 from perfbench.report.plots import scatter_frontier
 from perfbench.report.runs import read_scenario
@@ -35,6 +36,8 @@ def _ci(pair: tuple[float, float] | None, side: int) -> float | None:
 
 def capacity_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section = Section("Capacity")
+    if (note := emulation_note(results)) is not None:
+        section.blocks.append(note)
     points = capacity_points(results)
     if len({p.batch_size for p in points}) < 2:
         section.blocks.append(Text("Capacity needs runs of two batch sizes or more (perfbench.workload.batch_sizes);"

@@ -10,6 +10,7 @@ from typing import Any
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.break_even import break_evens, cold_cost_ms
 from perfbench.analysis.stats import CI_LEVEL
+from perfbench.report.emulation import emulation_note
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
@@ -39,6 +40,8 @@ def _tokens(value: float | None) -> float | str | None:
 
 def cold_start_section(results: Sequence[RunResult]) -> Section:
     section = Section("Cold start and tail")
+    if (note := emulation_note(results)) is not None:
+        section.blocks.append(note)
     rows = cold_start_rows(results)
     if not rows:
         section.blocks.append(Text("No run finished ok: no cold start or tail to show.", note=True))

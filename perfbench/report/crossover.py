@@ -25,6 +25,9 @@ def crossover_sections(search: CrossoverSearch, rows: list[CrossingRow],
     summary.blocks.append(Table("crossings", [
         Column("phase"), Column("threshold"), Column("text", "crossing")],
         [{"phase": r.phase, "threshold": r.crossing.threshold, "text": r.crossing.text} for r in rows]))
+    if search.emulation:
+        summary.blocks.append(Text(f"Emulation: {search.emulation}. These speed-ups are CPU timings of the NPU "
+                                   "emulator, not NPU measurements."))
     sections.append(summary)
     for phase, by_x in search.points.items():
         section = Section(f"{phase}: speed-up along {search.axis}")

@@ -53,6 +53,7 @@ class CrossoverSearch:
     max_points: int = 10  # points measured in all (each a sweep of two runs), shared by phases and thresholds
     overrides: list[str] = field(default_factory=list)
     points: dict[str, dict[int, SpeedupPoint]] = field(default_factory=dict)
+    emulation: str | None = None  # the NPU emulator's label when its runs were emulated (CPU timings)
 
 
 def parse_range(text: str | None, default: tuple[int, int]) -> tuple[int, int]:
@@ -143,7 +144,10 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
                             dry_run=False, resume=folder.exists())
         if code not in (0, 1):
             raise UserError(f"crossover at {x}: the sweep stopped (exit {code}); results so far in {folder}")
-        return point_speedups(load_folder(folder).results, search.toggle, x)
+        results = load_folder(folder).results
+        search.emulation = next((str(r.env.get("emulation")) for r in results if r.env.get("emulation")),
+                                search.emulation)
+        return point_speedups(results, search.toggle, x)
     return measure
 
 

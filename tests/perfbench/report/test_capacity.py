@@ -88,3 +88,13 @@ def test_report_shows_pareto_and_capacity_from_the_scenario_targets(tmp_path: Pa
     assert {row[1]: row[2] for row in rows[1:]} == {"(all off)": "8", "graph_mode": "8"}
     # the cold-start section sits beside it: one row per run, and the graph_mode toggle's break-even pairs
     assert len((folder / "report" / "cold_start.csv").read_text().splitlines()) == 1 + len(BATCHES) * 2
+
+
+def test_emulated_runs_are_labelled_in_the_cold_start_and_capacity_sections(tmp_path: Path) -> None:
+    from perfbench.report.capacity import capacity_section
+    from perfbench.report.cold_start import cold_start_section
+
+    runs = [r.replace(env={"emulation": "emulated npu (910b)"}) for r in _runs()]
+    for section in (cold_start_section(runs), capacity_section(tmp_path, runs)):
+        assert "Emulation: emulated npu (910b)" in section.blocks[0].text
+    assert not any(getattr(b, "text", "").startswith("Emulation") for b in cold_start_section(_runs()).blocks)
