@@ -192,7 +192,8 @@ def _lanes_by_kind(events: list[dict[str, Any]], starts: list[int], ends: list[i
     0 as far as they nest among themselves; the others (the Python tracer's stack, GPU annotations), which
     are recorded apart from the ops and cross their ranges, go to lanes after them."""
     primary = [i for i, e in enumerate(events) if e.get("cat") is None or e.get("cat") in READ_CATEGORIES]
-    secondary = [i for i in range(len(events)) if i not in set(primary)]
+    read = set(primary)
+    secondary = [i for i in range(len(events)) if i not in read]
     lanes = [0] * len(events)
     first = nesting_lanes([starts[i] for i in primary], [ends[i] for i in primary])
     for i, lane in zip(primary, first):
