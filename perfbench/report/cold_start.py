@@ -7,8 +7,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from perfbench.analysis import stats
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.break_even import break_evens, cold_cost_ms
+from perfbench.analysis.rounds import by_combination
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report.emulation import emulation_note
 from perfbench.report.page import Section, Text
@@ -34,6 +36,30 @@ def cold_start_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     return rows
 
 
+def rounds_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """Per combination run in two rounds or more (each a fresh process): the median of each cold-start figure over
+    its rounds with a percentile-bootstrap CI (stats.bootstrap_ci)."""
+    groups = by_combination([r for r in results if r.status == "ok"])
+    rows = []
+    for rounds in groups.values():
+        if len(rounds) < 2:
+            continue
+        first = rounds[0]
+        row: dict[str, Any] = {"shape": first.shape().label(), "toggles_on": combo_label(first.effective_on()),
+                               "rounds": len(rounds)}
+        for key, read in (("first_ttft_ms", lambda r: r.metric("first_ttft_ms")),
+                          ("compile_s", lambda r: r.metric("compile_s")), ("cold_cost_ms", cold_cost_ms)):
+            values = [v for v in (read(r) for r in rounds) if v is not None]
+            row[key] = stats.median(values) if values else None
+            low = high = None
+            if len(values) >= 2:
+                low, high = ((values[0], values[0]) if min(values) == max(values)
+                             else stats.bootstrap_ci(values, level=CI_LEVEL))
+            row[f"{key}_lo"], row[f"{key}_hi"] = low, high
+        rows.append(row)
+    return sorted(rows, key=lambda row: (row["shape"], row["toggles_on"]))
+
+
 def _tokens(value: float | None) -> float | str | None:
     return "never" if value is not None and math.isinf(value) else value
 
@@ -57,6 +83,15 @@ def cold_start_section(results: Sequence[RunResult]) -> Section:
                Column("ttft_ms_median"), Column("compile_s"), Column("cold_cost_ms"),
                *(Column(key, ci=(f"{key}_ci_low", f"{key}_ci_high")) for key in STEP_KEYS), Column("decode_steps")]
     section.blocks.append(Table("cold_start", columns, rows))
+    across = rounds_rows(results)
+    if across:
+        section.blocks.append(Text(
+            f"Across rounds (each round a fresh process): the median of each cold-start figure with a {CI_LEVEL:.0%} "
+            "percentile-bootstrap CI over the rounds.", note=True))
+        section.blocks.append(Table("cold_start_rounds", [
+            Column("shape"), Column("toggles_on"), Column("rounds"),
+            *(Column(key, ci=(f"{key}_lo", f"{key}_hi")) for key in ("first_ttft_ms", "compile_s", "cold_cost_ms"))],
+            across))
     pairs = break_evens(list(results))
     if pairs:
         section.blocks.append(Text(

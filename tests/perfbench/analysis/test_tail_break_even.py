@@ -64,3 +64,16 @@ def test_break_evens_pair_each_toggle_with_the_plan_without_it() -> None:
     # 1000 ms extra; 8 steps x 1 ms saved per 9 tokens (batch 1, output_len 9) -> 1125 tokens
     assert pairs[("graph_mode", "base")].tokens == pytest.approx(1000 * 9 / 8)
     assert pairs[("fused_rope", "g")].tokens == 0.0  # the same compile cost with and without rope
+
+
+def test_cold_start_across_rounds_has_a_median_and_ci() -> None:
+    from perfbench.report.cold_start import rounds_rows
+
+    rounds = [_run(f"g{i}", {"graph_mode"}, first_ttft_ms=v, ttft_ms_median=40.0, compile_s=c, tpot_ms_median=9.0)
+              for i, (v, c) in enumerate([(100.0, 1.0), (140.0, 3.0), (120.0, 2.0)])]
+    rounds = [r.replace(spec=r.spec.replace(round=i + 1, combination="g")) for i, r in enumerate(rounds)]
+    (row,) = rounds_rows(rounds)
+    # three rounds: medians 120 ms and 2 s; the CI lies within the rounds' range
+    assert row["rounds"] == 3 and row["first_ttft_ms"] == 120.0 and row["compile_s"] == 2.0
+    assert 100.0 <= row["first_ttft_ms_lo"] <= 120.0 <= row["first_ttft_ms_hi"] <= 140.0
+    assert rounds_rows(rounds[:1]) == []  # one round: no CI across rounds
