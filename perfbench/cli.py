@@ -239,15 +239,19 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> No
 @main.command()
 @click.argument("path", type=click.Path(exists=True))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Where the tables go (default PATH-tables).")
+@click.option("--export", "export", type=click.Path(dir_okay=False),
+              help="Also write a normalized chrome trace (OUT.json.gz) for Perfetto / chrome://tracing.")
 @user_errors
 @signal_exits
-def trace(path: str, out_dir: str | None) -> None:
+def trace(path: str, out_dir: str | None, export: str | None) -> None:
     """Latency tables for a trace someone else captured (torch chrome trace, Ascend profiler folder or .db)."""
     from perfbench.profiling import analyze_trace, default_tables_dir
 
     check_output_dir(Path(out_dir) if out_dir else default_tables_dir(Path(path)),
                      "--out" if out_dir else "the tables folder (default of --out)")
-    click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None))
+    if export:
+        check_output_file(Path(export), "--export")
+    click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None, Path(export) if export else None))
 
 
 @main.command()
@@ -337,6 +341,42 @@ def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], override
         check_output_dir(out_dir, "--out")
     click.echo(run_estimate(scenario, device, parse_overrides(peaks), Path(out_dir) if out_dir else None,
                             overrides))
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--toggle", required=True, help="The toggle whose speed-up is searched.")
+@click.option("--over", "axis", required=True, type=click.Choice(["input_len", "batch", "output_len"]),
+              help="The shape axis searched.")
+@click.option("--range", "range_text", metavar="A:B", help="Search range (default 16:2048, 1:64 or 2:256).")
+@click.option("--threshold", "thresholds", multiple=True, type=float,
+              help="A speed-up to find besides 1 (repeatable), e.g. 1.1.")
+@click.option("--points", "max_points", type=int, default=10, show_default=True,
+              help="Points measured in all (each a sweep of the plan with and without the toggle).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder (default reports/crossover-*).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@user_errors
+@signal_exits
+def crossover(scenario: str, toggle: str, axis: str, range_text: str | None, thresholds: tuple[float, ...],
+              max_points: int, out_dir: str | None, overrides: tuple[str, ...]) -> None:
+    """Where TOGGLE's speed-up crosses 1 (and --threshold) along a shape axis, per phase, with CIs."""
+    from perfbench.report.crossover import write_crossover_page
+    from perfbench.run.crossover import check_search, roofline_prior, run_search, sweep_speedups, write_tables
+
+    search = check_search(scenario, toggle, axis, range_text, list(thresholds), max_points, list(overrides))
+    out = Path(out_dir) if out_dir else Path("reports") / f"crossover-{toggle}-{axis}"
+    check_output_dir(out, "--out")
+    rows = run_search(search, out, sweep_speedups(search, out))
+    try:
+        prior = roofline_prior(search, sorted({x for by_x in search.points.values() for x in by_x}))
+    except UserError as err:
+        click.echo(f"roofline prior: not shown ({err})")
+        prior = {}
+    write_tables(search, rows, out, prior)
+    for row in rows:
+        click.echo(f"{row.phase}: {row.crossing.text}")
+    click.echo(f"crossover: {out / 'crossover.csv'}, {out / 'crossings.csv'}, "
+               f"{write_crossover_page(out, search, rows, prior)}")
 
 
 @main.command("list")

@@ -33,6 +33,14 @@ MOE_MIN_MEAN = 32.0  # ... in a layer with at least this many assignments per ex
 SLOWEST_RANK_PCT = 10.0  # the slowest rank's steps this much longer than the median rank's
 SLOWEST_LINK_PCT = 20.0  # the slowest link's bandwidth this much below the median link's
 EXPOSED_COMMUNICATION_PCT = 10.0  # communication not overlapped with compute, share of the step span
+# AI CPU: msprof-analyze's AicpuChecker (advisor/analyzer/computation/aicpu/aicpu_checker.py) fires on AI_CPU
+# tasks once a task lasts 20 µs (`_MIN_TASK_DURATION`); its predecessor (asight) on a 20% share of the total
+# task time (`_MIN_TOTAL_DURATION_RATIO = 0.2`). Either fires here.
+AICPU_MIN_TASK_US = 20.0
+AICPU_SHARE_PCT = 20.0
+COMMUNICATION_TASK_TYPES = frozenset({"HCCL", "COMMUNICATION"})
+FIRST_CALL_FACTOR = 3.0  # the first (untimed) prefill or decode step this many times the timed median
+TAIL_SPIKE_FACTOR = 3.0  # one timed decode step this many times the median step
 PER_RULE = 3  # findings shown per rule in a folder; the rest become one "and N more" line
 
 ALL_LAYERS = "(all)"  # the whole-phase rows of idle.csv
@@ -66,6 +74,13 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
          f"the slowest rank's steps are at least {SLOWEST_RANK_PCT:g}% longer than the median rank's"),
     Rule("slowest-link", "warning",
          f"the slowest link's bandwidth is at least {SLOWEST_LINK_PCT:g}% below the median link's"),
+    Rule("aicpu-fallback", "warning",
+         f"AI CPU tasks take at least {AICPU_SHARE_PCT:g}% of device compute time, or one lasts at least "
+         f"{AICPU_MIN_TASK_US:g} µs"),
+    Rule("tail-spike", "warning",
+         f"a timed decode step takes at least {TAIL_SPIKE_FACTOR:g}x the run's median decode step"),
+    Rule("first-call-compile", "info",
+         f"the first (untimed) prefill or decode step takes at least {FIRST_CALL_FACTOR:g}x the timed median"),
 )}
 
 
@@ -213,9 +228,43 @@ def slowest_link(links: pd.DataFrame | None, label: str = "", where: str = "comm
                                     f"link's {float(bandwidth.median()):.2f} GB/s ({len(links)} links)", where, pct)]
 
 
+def aicpu_fallback(facts: TraceFacts, origins: Mapping[str, str] | None = None) -> list[Finding]:
+    """Per rank, AI CPU tasks (`ascend_task_types`: kernel time per task type, ascend_kernels.py) at or above
+    AICPU_SHARE_PCT of device compute time (communication tasks left out), or one of them lasting
+    AICPU_MIN_TASK_US or more; names the ops, and for each the plan it first shows in (`origins`: op -> text)."""
+    table = facts.tables.get("ascend_task_types")
+    if table is None or table.empty or "task_type" not in table:
+        return []
+    out = []
+    for rank, rows in table.groupby("rank", sort=True):
+        types = rows["task_type"].astype(str)
+        ai = rows[types == "AI_CPU"]
+        if ai.empty:
+            continue
+        compute_us = rows.loc[~types.isin(COMMUNICATION_TASK_TYPES), "total_us"].astype(float).sum()
+        ai_us = ai["total_us"].astype(float).sum()
+        share = 100.0 * ai_us / compute_us if compute_us > 0 else 100.0
+        longest = ai.loc[ai["max_us"].astype(float).idxmax()]
+        if share < AICPU_SHARE_PCT and float(longest["max_us"]) < AICPU_MIN_TASK_US:
+            continue
+        by_op = (ai.groupby("op", sort=False).agg(tasks=("count", "sum"), total_us=("total_us", "sum"))
+                 .sort_values("total_us", ascending=False))
+        ops = "; ".join(f"{op} ({int(row.tasks)} tasks, {_us(float(row.total_us))}"
+                        + (f", {origins[str(op)]}" if origins and str(op) in origins else "") + ")"
+                        for op, row in by_op.head(3).iterrows())
+        more = f"; and {len(by_op) - 3} more ops" if len(by_op) > 3 else ""
+        out.append(Finding(
+            "aicpu-fallback",
+            f"{facts.label}AI CPU ran {int(ai['count'].sum())} tasks on rank {rank}: {_us(ai_us)}, {share:.1f}% "
+            f"of device compute time, the longest {_us(float(longest['max_us']))} ({longest['name']}); ops: "
+            f"{ops}{more}",
+            f"{facts.tables_dir}ascend_task_types.csv, task_type AI_CPU", share))
+    return out
+
+
 def trace_findings(facts: TraceFacts) -> list[Finding]:
     """The rules that read one trace's tables, cluster record and links."""
-    return [*host_bound_decode(facts), *communication_not_overlapped(facts),
+    return [*host_bound_decode(facts), *communication_not_overlapped(facts), *aicpu_fallback(facts),
             *slowest_rank(facts.cluster, facts.label, f"{facts.tables_dir}per_rank_steps.csv"),
             *slowest_link(facts.links, facts.label, f"{facts.tables_dir}ascend_communication_matrix.csv")]
 
@@ -270,12 +319,62 @@ def trace_contradicts_plan(result: RunResult, where: str | None = None) -> list[
     return [Finding("trace-contradicts-plan", f"run {result.run_id}: {line}", where, 1.0) for line in lines]
 
 
+def first_call_compile(result: RunResult) -> list[Finding]:
+    """The first, untimed iteration's prefill (`summary.first_ttft_ms`) or first decode step (the timed median
+    step + `summary.compile_s`, the first step's excess) at FIRST_CALL_FACTOR times the timed median or more."""
+    summary, parts = result.summary, []
+    weight = 0.0
+    ttft = summary.ttft_ms_median
+    if summary.first_ttft_ms is not None and ttft and summary.first_ttft_ms >= FIRST_CALL_FACTOR * ttft:
+        parts.append(f"the first prefill took {summary.first_ttft_ms:.1f} ms, {summary.first_ttft_ms / ttft:.1f}x "
+                     f"the timed median TTFT {ttft:.1f} ms")
+        weight = summary.first_ttft_ms / ttft
+    tpot = summary.tpot_ms_median
+    if summary.compile_s is not None and tpot:
+        first_step = tpot + summary.compile_s * 1e3
+        if first_step >= FIRST_CALL_FACTOR * tpot:
+            parts.append(f"the first decode step took {first_step:.1f} ms, {first_step / tpot:.1f}x the timed median "
+                         f"step {tpot:.1f} ms (graph compile {summary.compile_s:.2f} s)")
+            weight = max(weight, first_step / tpot)
+    if not parts:
+        return []
+    return [Finding("first-call-compile", f"run {result.run_id} ({plan_label(result)}): cold start: "
+                    f"{'; '.join(parts)}", f"runs/{result.run_id}/result.json summary (report: Cold start and tail)",
+                    weight)]
+
+
+def tail_spike(result: RunResult) -> list[Finding]:
+    """The slowest timed decode step (`samples.tpot_steps_ms`) at TAIL_SPIKE_FACTOR times the median step or more,
+    named by iteration and step (a graph recompile in the timed steps shows here)."""
+    steps = result.finite_samples("tpot_steps_ms")
+    if len(steps) < 2:
+        return []
+    median = float(pd.Series(steps).median())
+    worst = max(range(len(steps)), key=steps.__getitem__)
+    if not median > 0 or steps[worst] < TAIL_SPIKE_FACTOR * median:
+        return []
+    per_iteration = result.spec.output_len - 1
+    iterations = len(result.finite_samples("tpot_ms"))
+    if per_iteration > 0 and iterations * per_iteration == len(steps):
+        which = f"timed iteration {worst // per_iteration + 1}, decode step {worst % per_iteration + 1}"
+    else:
+        which = f"decode step #{worst + 1} of {len(steps)}"
+    spikes = sum(s >= TAIL_SPIKE_FACTOR * median for s in steps)
+    also = (f" ({spikes - 1} more step{'s' if spikes > 2 else ''} at {TAIL_SPIKE_FACTOR:g}x or more)"
+            if spikes > 1 else "")
+    mode = " (graph mode: a recompile?)" if "graph_mode" in result.ran_on() else ""
+    return [Finding("tail-spike", f"run {result.run_id} ({plan_label(result)}): {which} took {steps[worst]:.2f} ms, "
+                    f"{steps[worst] / median:.1f}x the median decode step {median:.2f} ms{also}{mode}",
+                    f"runs/{result.run_id}/result.json samples.tpot_steps_ms (report: Cold start and tail)",
+                    steps[worst] / median)]
+
+
 def run_findings(result: RunResult) -> list[Finding]:
-    """The rules that read one run's record (plan, trace record, expert load); its cluster record is the trace
-    rules' (`TraceFacts.cluster`)."""
+    """The rules that read one run's record (plan, trace record, expert load, cold start, decode steps); its
+    cluster record is the trace rules' (`TraceFacts.cluster`)."""
     where = f"runs/{result.run_id}/result.json"
     return [*trace_contradicts_plan(result), *toggles_inactive([result], f"{where} plan"),
-            *moe_imbalance(result, f"{where} expert_load")]
+            *moe_imbalance(result, f"{where} expert_load"), *first_call_compile(result), *tail_spike(result)]
 
 
 def _slower(gains: Mapping[str, Speedup | None]) -> list[tuple[str, Speedup]]:
@@ -342,7 +441,7 @@ def folder_findings(results: list[RunResult], tables_by_run: Mapping[str, Mappin
     first_round = [r for r in ok if r.spec.round <= 1]
     findings: list[Finding] = [*toggles_inactive(ok), *toggles_slower(results)]
     per_run: list[Callable[[RunResult], list[Finding]]] = [
-        trace_contradicts_plan, moe_imbalance,
+        trace_contradicts_plan, moe_imbalance, first_call_compile, tail_spike,
         lambda r: slowest_rank((r.trace or {}).get("cluster"), f"run {r.run_id}: ",
                                f"runs/{r.run_id}/tables/per_rank_steps.csv")]
     for r in first_round:
@@ -353,4 +452,24 @@ def folder_findings(results: list[RunResult], tables_by_run: Mapping[str, Mappin
             facts = TraceFacts(tables=tables, label=f"run {r.run_id} ({plan_label(r)}): ",
                                tables_dir=f"runs/{r.run_id}/tables/")
             findings += host_bound_decode(facts) + communication_not_overlapped(facts)
+            findings += aicpu_fallback(facts, aicpu_origins(first_round, tables_by_run))
     return ordered(findings, per_rule)
+
+
+def aicpu_origins(runs: list[RunResult], tables_by_run: Mapping[str, Mapping[str, pd.DataFrame]]
+                  ) -> dict[str, str]:
+    """Each AI CPU op of the folder's traces -> which plan brings it: the plan with the fewest toggles on whose
+    trace has it (one toggle: "from <toggle>'s plan"; none: "already in the all-off plan")."""
+    first: dict[str, RunResult] = {}
+    for run in sorted(runs, key=lambda r: len(r.ran_on())):
+        table = (tables_by_run.get(run.run_id) or {}).get("ascend_task_types")
+        if table is None or table.empty or "task_type" not in table:
+            continue
+        for op in table.loc[table["task_type"].astype(str) == "AI_CPU", "op"].astype(str):
+            first.setdefault(op, run)
+    texts = {}
+    for op, run in first.items():
+        on = sorted(run.ran_on())
+        texts[op] = ("already in the all-off plan" if not on else f"from {on[0]}'s plan" if len(on) == 1
+                     else f"first in plan '{plan_label(run)}'")
+    return texts

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from model.config import PRESETS, ConfigError, Qwen3_5MoeTextConfig, load_config
 from model.parallel_config import ParallelConfig, ParallelConfigError
 from model.toggles import TOGGLE_NAMES
+from perfbench.config.lengths import load_lengths
 from perfbench.config.model_limits import check_model_limits, check_shapes
 from perfbench.config.schema import (
     NonNegativeInt,
@@ -155,6 +156,9 @@ class WorkloadSection(Section):
         None, description="prompt lengths to run (default [data_config.input_truncated_len])")
     output_len: PositiveInt | None = Field(None, description="decode steps (default scheduler_config.max_new_tokens)")
     ragged: bool = Field(False, description="prompts of different lengths in a batch (input_len is the longest)")
+    lengths: Text | None = Field(None, description="a length distribution: a shipped name (chat_synthetic) or a "
+                                 "JSONL of {input_len, output_len} per request; each batch is drawn from it with "
+                                 "the seed, replacing input_lens and output_len (docs/ragged.md)")
 
 
 class MeasureSection(Section):
@@ -184,6 +188,15 @@ class MeasureSection(Section):
             raise ValueAt(f"must be >= min_iterations ({self.min_iterations}), got {self.max_iterations}",
                           ".max_iterations")
         return self
+
+
+class TargetsSection(Section):
+    PATH = "perfbench.targets"
+
+    ttft_p90_ms: PositiveFloat | None = Field(None, description="service target: TTFT p90 at most this (ms); the "
+                                              "report's capacity table finds each plan's largest batch that meets it")
+    decode_step_p99_ms: PositiveFloat | None = Field(None, description="service target: decode-step p99 at most "
+                                                     "this (ms), with ttft_p90_ms for the capacity table")
 
 
 class ExplicitRun(Section):
@@ -294,6 +307,8 @@ class PerfbenchSection(Section):
                                  "HCCL_DETERMINISTIC: \"true\")")
     cluster: ClusterSection = Field(default_factory=ClusterSection, description="nodes a run spans and how their "
                                     "torchruns meet")
+    targets: TargetsSection = Field(default_factory=TargetsSection, description="latency targets of the report's "
+                                    "capacity table (docs/capacity.md)")
 
     @model_validator(mode="after")
     def _db_export_needs_npu(self) -> PerfbenchSection:
@@ -456,14 +471,17 @@ def build_scenario(raw: Any, source: str = "<dict>", name: str | None = None) ->
     scenario = Scenario(name=str(pb.name), source=source, model_config=mc, parallel_config=parallel,
                         scheduler_config=sched, data_config=data, perfbench=pb, model_key=model_key)
     wl = pb.workload
+    input_lens, output_len = list(wl.input_lens or ()), int(wl.output_len or 1)
+    if wl.lengths:  # the distribution replaces both: its longest request must fit (a bad file fails here)
+        requests = load_lengths(str(wl.lengths))
+        input_lens, output_len = [max(r.input_len for r in requests)], max(r.output_len for r in requests)
     # absurd shapes first: no model needed, and nothing below has to handle a batch of 10**20
-    too_big = check_shapes(wl.batch_sizes or (), wl.input_lens or (), int(wl.output_len or 1))
+    too_big = check_shapes(wl.batch_sizes or (), input_lens, output_len)
     if too_big:
         raise UserError(too_big)
     own = scenario.model_config_here(own=True)
     if own is not None:
-        beyond = check_model_limits(own, str(pb.model), wl.input_lens or (), int(wl.output_len or 1),
-                                    pb.num_layers, layers_key)
+        beyond = check_model_limits(own, str(pb.model), input_lens, output_len, pb.num_layers, layers_key)
         if beyond:
             raise UserError(beyond)
     model = scenario.model_config_here()

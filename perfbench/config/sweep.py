@@ -18,6 +18,7 @@ from tabulate import tabulate
 from model.backend import Capabilities
 from model.optimizations import TOGGLE_NAMES, Plan, resolve_plan
 from perfbench.config.labels import TOGGLE_ABBREV
+from perfbench.config.lengths import Draw, draw, load_lengths
 from perfbench.config.planned import PlannedRun
 from perfbench.config.rounds import assign_timing, interleave
 from perfbench.config.scenario import Scenario
@@ -186,7 +187,13 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
     exe_mode = scenario.model_config.exe_mode
     model_cfg = scenario.model_config_here()
     workload, measure = pb.workload, pb.measure
-    shapes = list(itertools.product(workload.batch_sizes or (), workload.input_lens or ()))
+    drawn: dict[int, Draw] = {}
+    if workload.lengths:  # each batch size's requests drawn from the distribution, with the seed
+        requests = load_lengths(str(workload.lengths))
+        drawn = {b: draw(requests, b, int(pb.seed or 0)) for b in workload.batch_sizes or ()}
+        shapes = [(b, max(drawn[b].input_lens)) for b in workload.batch_sizes or ()]
+    else:
+        shapes = list(itertools.product(workload.batch_sizes or (), workload.input_lens or ()))
     runs: list[PlannedRun] = []
     seen: dict[tuple[object, ...], PlannedRun] = {}
     requested = 0
@@ -207,11 +214,19 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
             }
             if combo.env:
                 identity["env"] = combo.env
+            lengths = drawn.get(batch)
+            output_len, ragged = int(workload.output_len or 1), workload.ragged
+            if lengths is not None:
+                output_len, ragged = max(lengths.output_lens), len(set(lengths.input_lens)) > 1
+                identity.update(lengths=str(workload.lengths), prompt_lens=lengths.input_lens,
+                                output_len=output_len, requested_output_lens=lengths.output_lens)
             spec = RunSpec(
                 run_id=run_id(identity), scenario=scenario.name, device=device, dtype=dtype,
                 model=str(pb.model), num_layers=pb.num_layers, with_ckpt=bool(pb.with_ckpt),
                 seed=int(pb.seed or 0), batch_size=batch, input_len=input_len,
-                output_len=int(workload.output_len or 1), ragged=workload.ragged, toggles=dict(combo.toggles),
+                output_len=output_len, ragged=ragged, toggles=dict(combo.toggles),
+                prompt_lens=None if lengths is None else lengths.input_lens,
+                requested_output_lens=None if lengths is None else lengths.output_lens,
                 parallel=parallel_fields, exe_mode=exe_mode,
                 enable_cache_compile=scenario.model_config.enable_cache_compile, warmup=measure.warmup,
                 iterations=measure.iterations or measure.min_iterations,

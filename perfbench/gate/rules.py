@@ -82,6 +82,11 @@ METRICS: dict[str, Metric] = {
                             higher_is_better=True, tokens="prefill"),
     "decode_tok_s": Metric("decode_tok_s", "decode_tok_s", "tok/s", samples="tpot_ms",
                            higher_is_better=True, tokens="decode"),
+    # every timed decode step apart (the tail a user feels); p99 wants `test: bootstrap` (a rank test does not
+    # see a change in the top percent)
+    "decode_step_ms_p50": _latency("decode_step_ms_p50", "tpot_steps_ms", "median", "decode_step_ms_p50"),
+    "decode_step_ms_p99": _latency("decode_step_ms_p99", "tpot_steps_ms", "p99", "decode_step_ms_p99"),
+    "first_ttft_ms": Metric("first_ttft_ms", "first_ttft_ms", "ms"),  # one cold start per run: threshold only
     "compile_s": Metric("compile_s", "compile_s", "s"),
     "compile_warm_s": Metric("compile_warm_s", "compile_warm_s", "s"),
     "peak_mem_mb": Metric("peak_mem_mb", "peak_mem_mb", "MB", worse="larger", better="smaller"),

@@ -17,6 +17,7 @@ from perfbench.profiling.ascend import AscendProfile, parse_ascend_dir
 from perfbench.profiling.categories import CATEGORIES, categorize
 from perfbench.profiling.chrome import parse_chrome_trace
 from perfbench.profiling.events import COLUMNS, empty_events
+from perfbench.profiling.export import check_export_name, export_trace
 from perfbench.profiling.graph_mode import trace_mode
 from perfbench.profiling.loading import LoadedTrace, load_trace, parse_trace_path
 from perfbench.profiling.summary import summarize, trace_advice, trace_steps
@@ -57,12 +58,15 @@ def default_tables_dir(path: Path) -> Path:
     return path / "perfbench-tables" if path.is_dir() else path.with_name(f"{path.name}-tables")
 
 
-def analyze_trace(path: Path, out_dir: Path | None) -> str:
+def analyze_trace(path: Path, out_dir: Path | None, export: Path | None = None) -> str:
     """Parse the trace at `path`, write every table as CSV into `out_dir` (default `default_tables_dir`), and
     return a short summary: the execution mode, the advisor's findings, top categories with time and share,
     compute vs communication, idle and launch figures, missing columns, notes, where the CSVs went, and the run's
-    MoE expert load when the trace sits in a perfbench run folder. UserError for a path that is not a trace."""
+    MoE expert load when the trace sits in a perfbench run folder. UserError for a path that is not a trace.
+    `export`: also write the normalized chrome trace there (export.py), with the findings on its own track."""
     path = Path(path)
+    if export is not None:
+        check_export_name(Path(export))
     trace = load_trace(path)
     out = Path(out_dir) if out_dir is not None else default_tables_dir(path)
     run = _run_near(path)
@@ -79,7 +83,9 @@ def analyze_trace(path: Path, out_dir: Path | None) -> str:
         written.append(extra)
     findings = trace_advice(trace, tables, step_table, out, run)
     load = load_lines(load_record_near(path))
-    return "\n".join([summarize(trace, written, mode.line(), findings, tables.get("idle")), *load])
+    exported = ([export_trace(path, Path(export), findings, trace=trace, emulation=mode.emulation).line()]
+                if export is not None else [])
+    return "\n".join([summarize(trace, written, mode.line(), findings, tables.get("idle")), *load, *exported])
 
 
 def _run_near(path: Path) -> RunResult | None:

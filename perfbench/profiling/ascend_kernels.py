@@ -195,3 +195,20 @@ def op_time_by_shape(kernels: pd.DataFrame) -> pd.DataFrame:
     table = frame.groupby(["rank", "op", "input_shapes"], sort=False)["dur"].agg(
         count="count", total_us="sum", mean_us="mean", min_us="min", max_us="max").reset_index()
     return table.sort_values(["rank", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+TASK_TYPE_COLUMNS = ["rank", "task_type", "name", "op", "count", "total_us", "max_us"]
+
+
+def time_by_task_type(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Kernel time per (rank, task type (`Accelerator Core`: AI_CORE, AI_CPU, ...), kernel name, op Type):
+    count, total_us, max_us; what the advisor's `aicpu-fallback` reads. Empty where the profiler wrote no task
+    types (Level0 `N/A`)."""
+    if kernels.empty or "Accelerator Core" not in kernels or kernels["Accelerator Core"].isna().all():
+        return pd.DataFrame(columns=TASK_TYPE_COLUMNS)
+    op = kernels["Type"] if "Type" in kernels else kernels["Name"]
+    frame = pd.DataFrame({"rank": kernels["rank"], "task_type": kernels["Accelerator Core"],
+                          "name": kernels["Name"], "op": op.fillna(kernels["Name"]), "dur": kernels["Duration(us)"]})
+    table = frame.dropna(subset=["task_type"]).groupby(["rank", "task_type", "name", "op"], sort=False)["dur"].agg(
+        count="count", total_us="sum", max_us="max").reset_index()
+    return table.sort_values(["rank", "total_us"], ascending=[True, False], kind="stable").reset_index(drop=True)

@@ -11,7 +11,7 @@ import pandas as pd
 from perfbench.errors import UserError
 from perfbench.profiling.ascend import NotAnAscendFolder, find_rank_folders, parse_ascend_dir
 from perfbench.profiling.ascend_db import DB_GLOB
-from perfbench.profiling.ascend_kernels import op_time_by_shape
+from perfbench.profiling.ascend_kernels import op_time_by_shape, time_by_task_type
 from perfbench.profiling.chrome import NotATrace, parse_chrome_trace
 from perfbench.profiling.communication import link_bandwidth
 from perfbench.profiling.events import SkippedEvents, concat_events
@@ -54,7 +54,8 @@ def _load_ascend(path: Path, prefer: str | None = None) -> LoadedTrace:
              "ascend_communication_links": profile.communication_links,
              "ascend_link_bandwidth": link_bandwidth(profile.communication_links),
              "ascend_communication_matrix": profile.communication_matrix,
-             "ascend_op_time_by_shape": op_time_by_shape(profile.kernels)}
+             "ascend_op_time_by_shape": op_time_by_shape(profile.kernels),
+             "ascend_task_types": time_by_task_type(profile.kernels)}
     return LoadedTrace(path, "ascend", profile.events, profile.missing_columns, profile.notes,
                        {k: v for k, v in extra.items() if not v.empty}, profile.level, profile.ranks)
 

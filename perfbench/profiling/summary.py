@@ -119,7 +119,8 @@ def trace_advice(trace: LoadedTrace, tables: Mapping[str, pd.DataFrame], steps: 
     cluster = cluster_record(steps) if len(trace.ranks) > 1 else None
     matrix = trace.extra_tables.get("ascend_communication_matrix")
     links = link_pairs(matrix) if matrix is not None and len(matrix) else None
-    facts = TraceFacts(tables=tables, cluster=cluster, links=links, tables_dir=f"{out_dir}/")
+    # the Ascend tables too: the AI CPU rule reads their task types
+    facts = TraceFacts(tables={**trace.extra_tables, **tables}, cluster=cluster, links=links, tables_dir=f"{out_dir}/")
     return ordered([*trace_findings(facts), *(run_findings(run) if run is not None else [])])
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 from perfbench.report.ab import ab_section
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
+from perfbench.report.capacity import capacity_section
+from perfbench.report.cold_start import cold_start_section
 from perfbench.report.expert_load import expert_load_section
 from perfbench.report.findings import findings_section
 from perfbench.report.headline import headline_section
@@ -24,8 +26,10 @@ def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
     ab = ab_section(folder)  # a `perfbench ab` folder's verdicts come right after the findings
     return [findings_section(folder, results), *([ab] if ab is not None else []), headline_section(results),
             environment_section(folder, results), plan_section(results), latency_section(results),
-            memory_section(results), ablation_section(results), breakdown_section(folder, first_round),
-            expert_load_section(first_round), numerics_section(results), failures_section(results)]
+            cold_start_section(results), capacity_section(folder, results), memory_section(results),
+            ablation_section(results),
+            breakdown_section(folder, first_round), expert_load_section(first_round), numerics_section(results),
+            failures_section(results)]
 
 
 def build_report(folder: Path) -> Path:

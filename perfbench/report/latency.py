@@ -31,13 +31,23 @@ def latency_stats(result: RunResult, prefix: str, sample_key: str) -> dict[str, 
     return out
 
 
+def realised_lengths(result: RunResult) -> str:
+    """The prompt lengths a run drew from its length distribution, and what it decoded ("" without one)."""
+    spec = result.spec
+    if not spec.prompt_lens:
+        return ""
+    asked = ",".join(map(str, spec.requested_output_lens or []))
+    return (f"prompts {','.join(map(str, spec.prompt_lens))}; {spec.output_len} tokens each (asked {asked}: "
+            "no early stop)")
+
+
 def latency_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     ok = sorted((r for r in results if r.status == "ok"),
                 key=lambda r: (r.shape(), combo_label(r.effective_on()), r.run_id))
     rows = []
     for r in ok:
         row: dict[str, Any] = {"run_id": r.run_id, "shape": r.shape().label(),
-                               "toggles_on": combo_label(r.effective_on())}
+                               "toggles_on": combo_label(r.effective_on()), "lengths": realised_lengths(r)}
         for prefix, sample_key in LATENCIES:
             row.update(latency_stats(r, prefix, sample_key))
         for key in ("prefill_tok_s", "decode_tok_s", "compile_s", "first_ttft_ms", "peak_mem_mb"):
@@ -62,6 +72,8 @@ def latency_section(results: Sequence[RunResult]) -> Section:
         "percentile-bootstrap CI of the median from the samples; n: number of samples. stable: the run's "
         "stability verdict (CI width, outliers, machine load), with its reason when it is not.", note=True))
     columns = [Column("run_id"), Column("shape"), Column("toggles_on")]
+    if any(row["lengths"] for row in rows):  # drawn from perfbench.workload.lengths: the realised lengths
+        columns.append(Column("lengths", "realised lengths"))
     for prefix, _ in LATENCIES:
         columns += [Column(f"{prefix}_median", ci=(f"{prefix}_ci_lo", f"{prefix}_ci_hi")),
                     Column(f"{prefix}_p90"), Column(f"{prefix}_p99"), Column(f"{prefix}_n")]

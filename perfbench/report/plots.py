@@ -85,3 +85,51 @@ def stacked_bars(bars: Sequence[str], stacks: Sequence[str], values: dict[tuple[
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return png_base64(fig)
+
+
+def curve_with_ci(series: dict[str, tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float]]],
+                  priors: dict[str, tuple[Sequence[float], Sequence[float]]], hlines: Sequence[float],
+                  bands: Sequence[tuple[float, float]], xlabel: str, ylabel: str, title: str,
+                  log_x: bool = True) -> str:
+    """Measured curves (name -> x, value, ci low, ci high) as points with CI bars and lines, dashed prior
+    curves (name -> x, value), horizontal reference lines (a threshold) and shaded x bands (a crossing's CI)."""
+    fig = Figure(figsize=(7.5, 4.4))
+    ax = fig.subplots()
+    for i, (name, (xs, ys, lows, highs)) in enumerate(series.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        ax.errorbar(list(xs), list(ys), yerr=[[max(y - lo, 0) for y, lo in zip(ys, lows)],
+                                              [max(hi - y, 0) for y, hi in zip(ys, highs)]],
+                    color=colour, marker="o", ms=4, capsize=3, lw=1, label=name)
+        if name in priors:
+            px, py = priors[name]
+            ax.plot(list(px), list(py), color=colour, ls="--", lw=1, label=f"{name} (roofline prior)")
+    for y in hlines:
+        ax.axhline(y, color="black", lw=0.7)
+    for low, high in bands:
+        ax.axvspan(low, high, color="#999", alpha=0.2)
+    if log_x:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    return png_base64(fig)
+
+
+def scatter_frontier(points: dict[str, tuple[Sequence[float], Sequence[float], Sequence[str]]],
+                     frontier: tuple[Sequence[float], Sequence[float]], xlabel: str, ylabel: str, title: str) -> str:
+    """Labelled points per series (name -> x, y, labels) and the Pareto frontier as a step line."""
+    fig = Figure(figsize=(7.5, 4.6))
+    ax = fig.subplots()
+    for i, (name, (xs, ys, labels)) in enumerate(points.items()):
+        ax.scatter(list(xs), list(ys), color=PALETTE[i % len(PALETTE)], label=name, s=18)
+        for x, y, label in zip(xs, ys, labels):
+            ax.annotate(label, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    fx, fy = frontier
+    if len(fx):
+        ax.plot(list(fx), list(fy), color="black", lw=0.8, ls="--", label="Pareto frontier")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    return png_base64(fig)

@@ -50,6 +50,13 @@ class Summary(Record):
     compile_s: float | None = None  # the first decode compile under graph_mode
     compile_warm_s: float | None = None  # a second compile from the warm cache (enable_cache_compile)
     first_ttft_ms: float | None = None  # the first prefill: builds the plan's compiled kernels
+    # every timed decode step apart (samples.tpot_steps_ms): the tail a user feels (analysis/tail.py)
+    decode_step_ms_p50: float | None = None
+    decode_step_ms_p50_ci_low: float | None = None
+    decode_step_ms_p50_ci_high: float | None = None
+    decode_step_ms_p99: float | None = None
+    decode_step_ms_p99_ci_low: float | None = None
+    decode_step_ms_p99_ci_high: float | None = None
     peak_mem_mb: float | None = None  # device allocator peak; CPU: the process's peak resident set
     mem_weights_mb: float | None = None  # parameters and buffers (run/memory_split.py)
     mem_state_mb: float | None = None  # KV cache + GDN conv and recurrent state
@@ -120,6 +127,8 @@ class TraceRecord(Record):
     plan_mismatches: list[str] = Field(default_factory=list)
     cluster: dict[str, Any] = Field(default_factory=dict)  # per-rank means and the slowest rank (multi-rank)
     roofline_error: str | None = None
+    export: str | None = None  # the normalized chrome trace for Perfetto (profiling/export.py), relative
+    export_error: str | None = None  # the export failed; the tables stand
     error: str | None = None  # the trace could not be taken or parsed; the timed numbers stand
 
 

@@ -69,6 +69,10 @@ class RunSpec(BaseModel):
     input_len: int = 128
     output_len: int = 16
     ragged: bool = False  # prompts of different lengths (input_len is the longest)
+    # drawn from a length distribution (perfbench.workload.lengths): each request's prompt length, and the output
+    # length it asked for (every sequence decodes output_len - 1 steps, the longest asked: no early stop)
+    prompt_lens: list[int] | None = None
+    requested_output_lens: list[int] | None = None
     toggles: dict[str, bool] = Field(default_factory=dict)  # requested
     parallel: dict[str, int] = Field(default_factory=dict)  # ParallelConfig fields
     exe_mode: str = "ge_graph"

@@ -25,9 +25,12 @@ class Workload:
 
 
 def make_workload(spec: RunSpec, vocab_size: int) -> Workload:
-    """Seeded random prompts; ragged: lengths spread evenly from input_len/4 to input_len (longest first)."""
+    """Seeded random prompts; lengths drawn from a distribution (spec.prompt_lens), else ragged: spread evenly
+    from input_len/4 to input_len (longest first), else all input_len."""
     gen = torch.Generator().manual_seed(spec.seed + 7)
-    if spec.ragged and spec.batch_size > 1:
+    if spec.prompt_lens:  # drawn from the scenario's length distribution (config/lengths.py)
+        lengths = list(spec.prompt_lens)
+    elif spec.ragged and spec.batch_size > 1:
         lo = max(1, spec.input_len // 4)
         lengths = [round(spec.input_len - i * (spec.input_len - lo) / (spec.batch_size - 1))
                    for i in range(spec.batch_size)]

@@ -38,6 +38,7 @@ from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.analysis import stability, stats
 from perfbench.analysis.expert_load import load_record
+from perfbench.analysis.tail import decode_step_summary
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.results.timestamps import utc_timestamp
@@ -307,6 +308,7 @@ def record_timings(run: PreparedRun, timings: Timings, stop_reason: str, host: d
                       **({stability.PROBE_SAMPLES: timings.probe_ms} if timings.probe_ms else {})}
     result.stop_reason = stop_reason
     result.summary.update(summarize(timings.ttft_ms, timings.tpot_ms, run.workload))
+    result.summary.update(decode_step_summary(timings.tpot_steps_ms))
     result.summary.iterations = float(len(timings.ttft_ms))
     result.summary.update(memory_split(run.caps.device, run.model, run.cache.tensors()))
     result.summary.host_speed_change = speed_change(timings.probe_ms)

@@ -30,7 +30,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                       caps: Capabilities) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
     from perfbench.config.execution_mode import execution_mode  # noqa: PLC0415
-    from perfbench.profiling import capture_trace, parse_trace_path  # noqa: PLC0415
+    from perfbench.profiling import capture_trace, load_trace  # noqa: PLC0415
     from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
     from perfbench.profiling.graph_mode import check_mode  # noqa: PLC0415
     from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
@@ -61,8 +61,13 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             return {"dir": str(trace_dir.relative_to(run_dir))}
         # the export the run asked for: its .db when it asked for db
         prefer = "db" if spec.profile_export_type == "db" else None
-        events = parse_trace_path(capture.paths[0], prefer)
+        loaded = load_trace(capture.paths[0], prefer)
+        events = loaded.events
         tables = write_tables(events, run_dir / "tables", mode=mode, emulation=emulation)
+        task_types = loaded.extra_tables.get("ascend_task_types")
+        if task_types is not None:  # the advisor's aicpu-fallback reads it (Ascend traces only)
+            tables.append(run_dir / "tables" / "ascend_task_types.csv")
+            task_types.to_csv(tables[-1], index=False, float_format="%.3f")
         roofline_error = None
         try:
             tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
@@ -77,6 +82,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             record["emulation"] = emulation
         if roofline_error:
             record["roofline_error"] = roofline_error
+        record.update(export_for_viewers(capture.paths[0], run_dir, prefer, emulation))
         states = {name: decision.state for name, decision in model.plan.decisions.items()}
         # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
         variants = {"chunk_gdr": model.plan.gdr_variant} if model.plan.gdr_variant else None
@@ -92,6 +98,21 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         return record
     except Exception:  # noqa: BLE001 - the timed numbers stand even if the trace cannot be taken
         return {"error": traceback.format_exc(limit=3)}
+
+
+EXPORT_PATH = Path("trace") / "export" / "trace.json.gz"  # beside the raw profiler output, never inside it
+
+
+def export_for_viewers(source: Path, run_dir: Path, prefer: str | None, emulation: str | None) -> dict[str, str]:
+    """The run's normalized chrome trace for Perfetto (docs/trace_analysis.md 3): `{"export": path}`, or
+    `{"export_error": why}`; the raw profiler output is read, never changed."""
+    from perfbench.profiling.export import export_trace  # noqa: PLC0415
+
+    try:
+        export_trace(source, run_dir / EXPORT_PATH, prefer=prefer, emulation=emulation)
+    except Exception:  # noqa: BLE001 - a viewer's copy is extra; the tables and timings stand
+        return {"export_error": traceback.format_exc(limit=2)}
+    return {"export": str(EXPORT_PATH)}
 
 
 def wait_for_every_rank(device: torch.device) -> None:

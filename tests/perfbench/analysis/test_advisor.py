@@ -17,22 +17,30 @@ from perfbench.analysis.advisor import (
     RULES,
     Finding,
     TraceFacts,
+    aicpu_fallback,
     communication_not_overlapped,
+    first_call_compile,
     folder_findings,
     host_bound_decode,
     moe_imbalance,
     ordered,
     slowest_link,
     slowest_rank,
+    tail_spike,
     toggles_inactive,
     toggles_slower,
     trace_contradicts_plan,
 )
+from perfbench.profiling.ascend import parse_ascend_dir
+from perfbench.profiling.ascend_kernels import TASK_TYPE_COLUMNS, time_by_task_type
 from perfbench.profiling.cluster import cluster_record
 from perfbench.profiling.idle import COLUMNS as IDLE_COLUMNS
 from perfbench.results import RunPlan, RunResult, RunSpec
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
+# msprof-analyze's advisor test data: 7 AI_CPU Cast tasks (tests/fixtures/SOURCES.md)
+AICPU_FIXTURE = (Path(__file__).resolve().parents[2] / "fixtures" / "npu_profiler" / "msprof_analyze_ut"
+                 / "advisor_backend_compute_advice")
 
 
 def _plan(on: set[str], inactive: dict[str, str] | None = None) -> RunPlan:
@@ -80,6 +88,20 @@ def _cluster(slow_step_us: float) -> dict:
     return cluster_record(steps)
 
 
+def _real_task_types(fallback: bool) -> pd.DataFrame:
+    """The fixture's kernel time per task type; without the fallback, its AI_CPU tasks as AI_CORE ones."""
+    table = time_by_task_type(parse_ascend_dir(AICPU_FIXTURE).kernels)
+    return table if fallback else table.assign(task_type=table["task_type"].replace("AI_CPU", "AI_CORE"))
+
+
+def _task_types(ai_cpu_task_us: float) -> pd.DataFrame:
+    """100 AI_CPU tasks of `ai_cpu_task_us` each beside 1500 µs of AI_CORE work and 900 µs of HCCL."""
+    rows = [(0, "AI_CORE", "MatMul_1", "MatMulV3", 30, 1500.0, 80.0),
+            (0, "HCCL", "hcom_allReduce_1", "hcom", 3, 900.0, 300.0),
+            (0, "AI_CPU", "Cast_7", "Cast", 100, 100 * ai_cpu_task_us, ai_cpu_task_us)]
+    return pd.DataFrame(rows, columns=TASK_TYPE_COLUMNS)
+
+
 def _links(slow_gb_s: float) -> pd.DataFrame:
     return pd.DataFrame({"link": ["0->1 (HCCS)", "0->2 (HCCS)", "0->3 (HCCS)", "1->2 (HCCS)"],
                          "bandwidth_gb_s": [10.0, 10.0, 10.0, slow_gb_s]})
@@ -105,6 +127,16 @@ def _blocks_pair(plan_factor: float, toggle: str = "fused_rmsnorm") -> list[RunR
     other = _run("one", {toggle}, samples={"ttft_ms": list(base_ttft), "tpot_ms": [t * plan_factor for t in base_tpot]},
                  blocks=blocks)
     return [base, other]
+
+
+def _steps_run(spike_ms: float) -> RunResult:
+    """3 timed iterations of 4 decode steps (output_len 5), every step 10 ms but iteration 2's third."""
+    steps = [10.0] * 12
+    steps[4 + 2] = spike_ms
+    spec = RunSpec(run_id="r", scenario="s", output_len=5, toggles={t: False for t in TOGGLE_NAMES})
+    return RunResult(run_id="r", status="ok", spec=spec, plan=_plan(set()),
+                     samples={"ttft_ms": [40.0] * 3, "tpot_ms": [10.0, (30.0 + spike_ms) / 4, 10.0],
+                              "tpot_steps_ms": steps})
 
 
 @dataclass(frozen=True)
@@ -148,6 +180,21 @@ CASES = [
          _run("r", trace={"plan_mismatches": [], "mode_check": {"mode": "inductor", "ok": True,
                                                                 "line": "replayed"}}), "2 of 3"),
     Case("toggle-slower", toggles_slower, _blocks_pair(1.25), _blocks_pair(0.8), "0.80x"),
+    # 785.18 µs of AI_CPU among 50408.3 µs of non-HCCL task time (the CSV's sums): 1.6%; longest task 197.54 µs
+    Case("aicpu-fallback", aicpu_fallback, _tables(ascend_task_types=_real_task_types(True)),
+         _tables(ascend_task_types=_real_task_types(False)), "1.6% of device compute time, the longest 197.5 µs"),
+    # by share alone: 500 of 2000 µs of compute (25%) with 5 µs tasks, against 100 of 1600 µs (6.2%), 1 µs tasks
+    Case("aicpu-fallback", aicpu_fallback, _tables(ascend_task_types=_task_types(5.0)),
+         _tables(ascend_task_types=_task_types(1.0)), "25.0% of device compute time"),
+    Case("first-call-compile", first_call_compile,
+         _run("r", summary={"first_ttft_ms": 400.0, "ttft_ms_median": 40.0}),
+         _run("r", summary={"first_ttft_ms": 60.0, "ttft_ms_median": 40.0}), "10.0x the timed median TTFT"),
+    # graph compile 2 s on a 10 ms step: the first step took 2010 ms (201x); 5 ms of compile: 15 ms (1.5x)
+    Case("first-call-compile", first_call_compile,
+         _run("r", summary={"compile_s": 2.0, "tpot_ms_median": 10.0}),
+         _run("r", summary={"compile_s": 0.005, "tpot_ms_median": 10.0}), "201.0x the timed median step"),
+    Case("tail-spike", tail_spike, _steps_run(45.0), _steps_run(25.0),
+         "timed iteration 2, decode step 3 took 45.00 ms, 4.5x the median decode step 10.00 ms"),
 ]
 
 
@@ -186,3 +233,14 @@ def test_folder_findings_order_by_severity_and_fold_past_the_cap():
     assert [f.rule for f in findings] == ["trace-contradicts-plan"] * 4 + ["toggle-inactive", "host-bound-decode"]
     assert findings[3].message == "and 2 more like these"
     assert ordered([]) == []
+
+
+def test_aicpu_ops_are_named_with_the_plan_that_brings_them():
+    base, rope = _run("base"), _run("rope", {"fused_rope"})
+    tables = {"base": {"ascend_task_types": _task_types(0.0).iloc[:2]},
+              "rope": {"ascend_task_types": _task_types(5.0)}}
+    found = [f for f in folder_findings([base, rope], tables) if f.rule == "aicpu-fallback"]
+    assert len(found) == 1 and "Cast (100 tasks, 500.0 µs, from fused_rope's plan)" in found[0].message
+    tables["base"] = {"ascend_task_types": _task_types(5.0)}
+    found = [f for f in folder_findings([base, rope], tables) if f.rule == "aicpu-fallback"]
+    assert found and all("already in the all-off plan" in f.message for f in found)

@@ -1,0 +1,79 @@
+"""The crossover search on synthetic speed-up curves with a known crossing and seeded noise: no timing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from perfbench.analysis.crossover import SpeedupPoint, crossing_from_points, find_crossing
+
+LO, HI = 16, 4096
+
+
+def _curve(x0: float, slope: float, sigma: float, rng: np.random.Generator):
+    """speed-up 1 + slope * ln(x0 / x) (falls through 1 at x0 when slope > 0), measured with normal noise of
+    sd `sigma` and a 95% CI of +- 1.96 sigma around each measurement."""
+    calls: list[int] = []
+
+    def measure(x: int) -> SpeedupPoint:
+        calls.append(x)
+        value = 1.0 + slope * math.log(x0 / x) + float(rng.normal(0.0, sigma))
+        return SpeedupPoint(x=x, value=value, low=value - 1.96 * sigma, high=value + 1.96 * sigma)
+
+    return measure, calls
+
+
+@pytest.mark.parametrize("slope", [0.25, -0.25], ids=["falls", "rises"])
+def test_the_true_crossing_lies_in_the_ci_in_at_least_95_of_100_seeded_cases(slope: float) -> None:
+    covered = found = 0
+    widths = []
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        x0 = float(math.exp(rng.uniform(math.log(32), math.log(2048))))
+        measure, calls = _curve(x0, slope, 0.03, rng)
+        crossing, points = find_crossing(measure, LO, HI)
+        assert len(calls) == len(set(calls)) <= 8  # each point measured once, within the budget
+        found += crossing.found
+        if crossing.found:
+            covered += crossing.low <= x0 <= crossing.high
+            widths.append(crossing.high / crossing.low)
+            assert crossing.direction == ("falls" if slope > 0 else "rises")
+    assert found == 100 and covered >= 95
+    # the search narrows the bracket from the range's 256x. A point's CI excludes 1 only where
+    # |0.25 ln(x / x0)| > 1.96 * 0.03, i.e. beyond x0 e^(+-0.235): no CI can be narrower than e^0.47 = 1.6x
+    assert float(np.median(widths)) < 2.5
+
+
+def test_a_given_threshold_other_than_one() -> None:
+    rng = np.random.default_rng(3)
+    measure, _ = _curve(300.0, 0.25, 0.02, rng)
+    # 1 + 0.25 ln(300 / x) = 1.1 at x = 300 / e^0.4 = 201.1
+    crossing, _ = find_crossing(measure, LO, HI, threshold=1.1)
+    assert crossing.found and crossing.low <= 201.1 <= crossing.high
+    assert crossing.estimate == pytest.approx(201.1, rel=0.15)
+
+
+def test_no_crossing_in_range_is_said_so() -> None:
+    rng = np.random.default_rng(5)
+    measure, _ = _curve(10_000.0, 0.25, 0.02, rng)  # crosses far beyond 4096: faster everywhere in range
+    crossing, points = find_crossing(measure, LO, HI)
+    assert not crossing.found and crossing.text.startswith("no crossing in range 16-4096")
+    assert len(points) == 8
+
+
+def test_ci_ends_are_the_nearest_significant_points_or_open() -> None:
+    pts = [SpeedupPoint(x=16, value=1.3, low=1.2, high=1.4), SpeedupPoint(x=64, value=1.05, low=0.95, high=1.15),
+           SpeedupPoint(x=128, value=0.97, low=0.9, high=1.04), SpeedupPoint(x=512, value=0.8, low=0.7, high=0.9)]
+    crossing = crossing_from_points(pts, 1.0, 16, 512)
+    # estimates cross between 64 (1.05) and 128 (0.97): 64 * 2^(0.05/0.08) = 98.7 in log space
+    assert crossing.estimate == pytest.approx(64 * 2 ** (0.05 / 0.08))
+    assert (crossing.low, crossing.high, crossing.low_open, crossing.high_open) == (16, 512, False, False)
+    undecided_end = crossing_from_points(pts[:3], 1.0, 16, 128)
+    assert undecided_end.high == 128 and undecided_end.high_open
+
+
+def test_bad_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="1 <= lo < hi"):
+        find_crossing(lambda x: SpeedupPoint(x=x, value=1, low=1, high=1), 64, 64)
