@@ -1,4 +1,5 @@
-"""`perfbench` command line: run, ab, report, compare, gate, baseline, trace, diff, doctor, verify, estimate, list."""
+"""`perfbench` command line: run, ab, report, compare, gate, baseline, trace, diff, doctor, verify, estimate, list,
+history, bisect."""
 
 from __future__ import annotations
 
@@ -296,6 +297,76 @@ def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], override
         check_output_dir(out_dir, "--out")
     click.echo(run_estimate(scenario, device, parse_overrides(peaks), Path(out_dir) if out_dir else None,
                             overrides))
+
+
+DB = click.option("--db", help="History store: a SQLite file path or a postgresql:// URL (default "
+                              "PERFBENCH_HISTORY_DB, else history.sqlite in the per-user data folder).")
+
+
+@main.group()
+def history() -> None:
+    """Performance over time: ingest result, ab and baseline folders; series, change points, a trend page."""
+
+
+@history.command("ingest")
+@click.argument("folders", nargs=-1, required=True, type=click.Path())
+@DB
+@click.option("--repo", type=click.Path(file_okay=False),
+              help="Git repository that orders commits (default: perfbench's checkout, whose commit runs record).")
+@user_errors
+def history_ingest(folders: tuple[str, ...], db: str | None, repo: str | None) -> None:
+    """Store FOLDERS (result, ab or baseline folders); the same folder twice changes nothing."""
+    from perfbench.history.commands import ingest_command, store_line
+    from perfbench.run.git_state import REPO_DIR
+
+    click.echo(ingest_command([Path(f) for f in folders], db, Path(repo) if repo else REPO_DIR))
+    click.echo(store_line(db), err=True)  # after the work: an error stays the one line on stderr
+
+
+def _filters(family: str | None, scenario: str | None, machine: str | None, plan: str | None,
+             metric: str | None) -> Any:
+    from perfbench.history.series import Filters
+
+    return Filters(family=family, scenario=scenario, machine=machine, plan=plan, metric=metric)
+
+
+def series_filters(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed((
+            click.option("--family", type=click.Choice(["speedup", "median", "ab", "once"]),
+                         help="speedup: a plan over its baseline; median: a run's latency; ab: head/base; "
+                              "once: compile and first-iteration times."),
+            click.option("--scenario"), click.option("--machine", help="A part of the machine key."),
+            click.option("--plan", help="A plan label, e.g. gdr or attn+gdr."),
+            click.option("--metric", help="ttft_ms, tpot_ms, compile_s, first_ttft_ms."))):
+        fn = option(fn)
+    return fn
+
+
+@history.command("show")
+@DB
+@series_filters
+@user_errors
+def history_show(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
+                 metric: str | None) -> None:
+    """The stored series (a list), or one series point by point."""
+    from perfbench.history.commands import show_command, store_line
+
+    click.echo(show_command(db, _filters(family, scenario, machine, plan, metric)))
+    click.echo(store_line(db), err=True)
+
+
+@history.command("export")
+@DB
+@click.option("--out", type=click.Path(dir_okay=False), help="JSON file (default stdout).")
+@user_errors
+def history_export(db: str | None, out: str | None) -> None:
+    """Every stored folder with its points, as JSON."""
+    from perfbench.history.commands import export_command, store_line
+
+    if out:
+        check_output_file(out, "--out")
+    click.echo(export_command(db, Path(out) if out else None))
+    click.echo(store_line(db), err=True)
 
 
 @main.command("list")

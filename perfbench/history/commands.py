@@ -1,0 +1,62 @@
+"""What each `perfbench history` subcommand does and prints (the CLI only parses options)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tabulate import tabulate
+
+from perfbench.errors import UserError
+from perfbench.history import location
+from perfbench.history.extract import snapshot
+from perfbench.history.series import Filters, Series, load_series
+from perfbench.history.store import ingest, open_store, snapshots
+from perfbench.results import atomic_write_text
+
+
+def store_line(db: str | None) -> str:
+    return f"history store: {location.shown(location.resolve(db))}"
+
+
+def ingest_command(folders: list[Path], db: str | None, repo: Path) -> str:
+    """Every folder read and checked before anything is written; then all stored in one transaction."""
+    for folder in folders:
+        if not folder.is_dir():
+            raise UserError(f"{folder}: not a folder (give result, ab or baseline folders)")
+    snaps = [snapshot(folder, repo) for folder in folders]
+    return "\n".join(ingest(open_store(db), snaps))
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def series_table(series: Series) -> str:
+    rows = [[p.commit_order if p.commit_order is not None else "one-off",
+             (p.sha or "-")[:10] + ("+" if p.dirty else ""), f"{p.value:.3f}",
+             _ci(p.low, p.high), p.n, p.verdict, p.folder] for p in series.points]
+    table = tabulate(rows, headers=["commit", "sha", "value", "95% CI", "n", "verdict", "folder"],
+                     disable_numparse=True)
+    return f"{series.key.label()} [{series.key.software_key}; {series.key.shape}]\n{table}"
+
+
+def show_command(db: str | None, filters: Filters) -> str:
+    found = load_series(open_store(db), filters)
+    if not found:
+        return "no series matches (ingest folders with `perfbench history ingest DIR...`)"
+    if len(found) > 1 and not (filters.plan and filters.metric):
+        rows = [[s.key.family, s.key.plan, s.key.metric, s.key.scenario, s.key.machine_key, len(s.points),
+                 f"{s.points[-1].value:.3f}"] for s in found]
+        return (tabulate(rows, headers=["family", "plan", "metric", "scenario", "machine", "points", "last"],
+                         disable_numparse=True)
+                + "\n(give --plan and --metric, and --family, to see one series point by point)")
+    return "\n\n".join(series_table(s) for s in found)
+
+
+def export_command(db: str | None, out: Path | None) -> str:
+    data = json.dumps([s.model_dump(mode="json") for s in snapshots(open_store(db))], indent=1)
+    if out is None:
+        return data
+    atomic_write_text(out, data + "\n")
+    return f"export: {out}"
