@@ -355,6 +355,28 @@ def history_show(db: str | None, family: str | None, scenario: str | None, machi
     click.echo(store_line(db), err=True)
 
 
+@history.command("changes")
+@DB
+@series_filters
+@click.option("--since", metavar="REF", help="Only commits from REF on (a stored sha prefix or a git ref).")
+@click.option("--min-magnitude", type=click.FloatRange(min=0.0), default=0.05, show_default=True,
+              help="Smallest change reported, as a fraction (default: the equivalence band).")
+@click.option("--repo", type=click.Path(file_okay=False), help="Git repository resolving --since (default: "
+                                                                 "perfbench's checkout).")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of one line per change.")
+@user_errors
+def history_changes(db: str | None, family: str | None, scenario: str | None, machine: str | None,
+                    plan: str | None, metric: str | None, since: str | None, min_magnitude: float,
+                    repo: str | None, as_json: bool) -> None:
+    """Change points of each speed-up and median series over commits, with size and significance."""
+    from perfbench.history.commands import changes_command, store_line
+    from perfbench.run.git_state import REPO_DIR
+
+    click.echo(changes_command(db, _filters(family, scenario, machine, plan, metric), since, min_magnitude,
+                               Path(repo) if repo else REPO_DIR, as_json))
+    click.echo(store_line(db), err=True)
+
+
 @history.command("export")
 @DB
 @click.option("--out", type=click.Path(dir_okay=False), help="JSON file (default stdout).")

@@ -60,3 +60,32 @@ def export_command(db: str | None, out: Path | None) -> str:
         return data
     atomic_write_text(out, data + "\n")
     return f"export: {out}"
+
+
+def changes_command(db: str | None, filters: Filters, since: str | None, min_magnitude: float, repo: Path,
+                    as_json: bool) -> str:
+    from perfbench.history.changes import series_changes  # noqa: PLC0415
+
+    found = load_series(open_store(db), filters)
+    since_order = _since_order(found, since, repo) if since else None
+    changes = [c for s in found for c in series_changes(s, min_magnitude, since_order)]
+    if as_json:
+        return json.dumps([c.model_dump(mode="json") for c in changes], indent=1)
+    if not changes:
+        return f"no change of {min_magnitude:.0%} or more in {len(found)} series"
+    return "\n".join(c.line() for c in changes)
+
+
+def _since_order(found: list[Series], ref: str, repo: Path) -> int:
+    """REF's first-parent position: a stored commit it prefixes, else REF resolved in `repo`."""
+    from perfbench.history.git_order import first_parent_order, resolve_ref  # noqa: PLC0415
+
+    for s in found:
+        for p in s.points:
+            if p.sha and p.commit_order is not None and p.sha.startswith(ref):
+                return p.commit_order
+    sha = resolve_ref(repo, ref)
+    order = first_parent_order(repo, sha) if sha else None
+    if order is None:
+        raise UserError(f"--since {ref}: not a stored commit, nor a commit of {repo}")
+    return order
