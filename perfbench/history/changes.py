@@ -1,14 +1,14 @@
 """Change points of a series over commits: where a plan's speed-up or a run's median moved, and by how much.
 
-Each point is a log value with a standard error from its 95% CI (several points of one commit are pooled by
-inverse variance). ruptures' Pelt proposes breakpoints under an inverse-variance weighted squared-error cost
-(`WeightedL2`: a point with a narrow CI counts more); each one is then confirmed between the segments either
-side of it: the inverse-variance means of the two segments differ by a z-test whose standard errors are those of
-the CIs; where the points scatter more than their CIs say (a segment's chi-square over its degrees of freedom
-above 1), the variance is inflated by that ratio and the test becomes a t-test on the segments' points. A
-candidate that is not significant at `ALPHA`, or whose size is below `min_magnitude` (default: the equivalence band, 5%), is dropped and the segments merged,
-weakest first, until every remaining change passes both. Rates on synthetic series shaped like real ones are
-tested in tests/perfbench/history/test_history_changes.py.
+Each point is a log value with a standard error from its 95% CI (several points of one commit are pooled by inverse
+variance). ruptures' Pelt proposes breakpoints under an inverse-variance weighted squared-error cost (`WeightedL2`:
+a point with a narrow CI counts more); each one is then confirmed between the segments either side of it: the
+inverse-variance means of the two segments differ by a z-test whose standard errors are those of the CIs; where the
+points scatter more than their CIs say (a segment's chi-square over its degrees of freedom above 1), the variance
+is inflated by that ratio and the test becomes a t-test on the segments' points. A candidate that is not
+significant at `ALPHA`, or whose size is below `min_magnitude` (default: the equivalence band, 5%), is dropped and
+the segments merged, weakest first, until every remaining change passes both. Rates on synthetic series shaped like
+real ones are tested in tests/perfbench/history/test_history_changes.py.
 """
 
 from __future__ import annotations
