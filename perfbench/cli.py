@@ -377,6 +377,26 @@ def history_changes(db: str | None, family: str | None, scenario: str | None, ma
     click.echo(store_line(db), err=True)
 
 
+@history.command("page")
+@DB
+@series_filters
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
+@click.option("--min-magnitude", type=click.FloatRange(min=0.0), default=0.05, show_default=True,
+              help="Smallest change point marked, as a fraction.")
+@click.option("--commit-url", metavar="TEMPLATE",
+              help="Link of a commit, {sha} replaced, e.g. https://github.com/ORG/REPO/commit/{sha}.")
+@user_errors
+def history_page(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
+                 metric: str | None, out: str, min_magnitude: float, commit_url: str | None) -> None:
+    """One offline HTML page: every series with its CIs and change points, filters, links to commits and folders."""
+    from perfbench.history.commands import page_command, store_line
+
+    check_output_file(out, "--out")
+    click.echo(page_command(db, _filters(family, scenario, machine, plan, metric), Path(out), min_magnitude,
+                            commit_url))
+    click.echo(store_line(db), err=True)
+
+
 @history.command("export")
 @DB
 @click.option("--out", type=click.Path(dir_okay=False), help="JSON file (default stdout).")

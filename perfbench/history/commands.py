@@ -89,3 +89,9 @@ def _since_order(found: list[Series], ref: str, repo: Path) -> int:
     if order is None:
         raise UserError(f"--since {ref}: not a stored commit, nor a commit of {repo}")
     return order
+
+
+def page_command(db: str | None, filters: Filters, out: Path, min_magnitude: float, commit_url: str | None) -> str:
+    from perfbench.history.page import write_page  # noqa: PLC0415
+
+    return f"page: {write_page(load_series(open_store(db), filters), out, min_magnitude, commit_url)}"
