@@ -44,6 +44,26 @@ EMULATE_NPU = click.option(
          "910_93 = A3, 950); results are labelled emulated, timings are CPU timings.")
 
 
+CI_OPTIONS = (
+    click.option("--junit", type=click.Path(dir_okay=False), help="Write each check as a JUnit test case here."),
+    click.option("--comment", type=click.Path(dir_okay=False),
+                 help="Write a short 'what changed' markdown here when something regressed (for a CI comment; "
+                      "removed otherwise)."),
+)
+
+
+def ci_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(CI_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def _check_ci_paths(junit: str | None, comment: str | None) -> None:
+    for path, name in ((junit, "--junit"), (comment, "--comment")):
+        if path is not None:
+            check_output_file(path, name)
+
+
 def _report_after_run() -> Callable[[Path], None]:
     from perfbench.report.build import report_after_run
 
@@ -112,23 +132,43 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
               help="Band of 'same': head/base within 1 +- this, with its whole CI.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pair order.")
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
+@ci_options
 @EMULATE_NPU
 @user_errors
 def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, overrides: tuple[str, ...],
        max_time: float, min_pairs: int, pairs_per_process: int, threshold: float, seed: int, no_report: bool,
-       emulate_npu: str | None) -> None:
+       junit: str | None, comment: str | None, emulate_npu: str | None) -> None:
     """Did HEAD (a git ref; default the working tree) make BASE slower? Both arms in one job, interleaved.
 
-    Exit 0 no regression, 1 regression, 2 input error, 3 inconclusive (the time cap came first)."""
+    Exit 0 no regression, 1 regression, 2 input error, 3 inconclusive (the time cap came first). With
+    $GITHUB_STEP_SUMMARY set, a markdown summary of the verdicts is appended there."""
     from perfbench.run.ab import ABSettings, run_ab
 
     if emulate_npu:
         overrides = (*overrides, "perfbench.device=npu")
         _activate_emulator(emulate_npu)
+    _check_ci_paths(junit, comment)
     settings = ABSettings(max_time_s=max_time, min_pairs=min_pairs, pairs_per_process=pairs_per_process,
                           threshold=threshold, seed=seed)
-    sys.exit(run_ab(base, head, scenario, list(overrides), out_dir, settings,
-                    report=None if no_report else _report_after_run()))
+    if out_dir is None:  # the folder run_ab would pick, known here so that its ab.json can be read afterwards
+        from perfbench.config.scenario import load_scenario
+        from perfbench.run.runner import default_out
+
+        out_dir = str(default_out(f"ab-{load_scenario(scenario or 'ci_smoke', list(overrides)).name}"))
+    code = run_ab(base, head, scenario, list(overrides), out_dir, settings,
+                  report=None if no_report else _report_after_run())
+    _ab_ci_outputs(Path(out_dir), junit, comment)
+    sys.exit(code)
+
+
+def _ab_ci_outputs(out: Path, junit: str | None, comment: str | None) -> None:
+    from perfbench.gate.ab_folder import read_ab
+    from perfbench.gate.ci_output import ab_checks, ab_markdown, ab_record, write_ci_outputs
+
+    record = ab_record(read_ab(out, str(out)), str(out / "ab.json"))
+    for line in write_ci_outputs("perfbench ab", ab_markdown(record), ab_checks(record),
+                                 Path(junit) if junit else None, Path(comment) if comment else None):
+        click.echo(line, err=True)
 
 
 @main.command()
@@ -168,17 +208,28 @@ def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None
 @click.option("--current", required=True, type=click.Path(), help="Current result folder, or an ab folder.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="gate.yaml (default rules if absent).")
 @click.option("--summary", type=click.Path(dir_okay=False), help="Write a markdown summary here (+ .json beside).")
+@ci_options
 @user_errors
-def gate(baseline: str | None, current: str, rules: str | None, summary: str | None) -> None:
-    """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide)."""
-    from perfbench.gate.engine import run_gate
+def gate(baseline: str | None, current: str, rules: str | None, summary: str | None, junit: str | None,
+         comment: str | None) -> None:
+    """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide).
+    With $GITHUB_STEP_SUMMARY set, the markdown summary is appended there too."""
+    from perfbench.gate.ci_output import gate_checks, write_ci_outputs
+    from perfbench.gate.engine import GateReport, run_gate
 
     if summary is not None:  # before the gate runs: a summary it cannot write is exit 2, not a late traceback
         check_output_file(summary, "--summary")
         if Path(summary).suffix != ".json":  # run_gate refuses a .json summary itself
             check_output_file(Path(summary).with_suffix(".json"), "--summary (its .json beside)")
+    _check_ci_paths(junit, comment)
+
+    def outputs(report: GateReport) -> None:
+        for line in write_ci_outputs("perfbench gate", report.markdown(), gate_checks(report),
+                                     Path(junit) if junit else None, Path(comment) if comment else None):
+            click.echo(line, err=True)
+
     sys.exit(run_gate(Path(baseline) if baseline else None, Path(current), Path(rules) if rules else None,
-                      Path(summary) if summary else None))
+                      Path(summary) if summary else None, outputs))
 
 
 @main.group()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,8 +309,10 @@ def refuse_mixed_emulation(base: ResultFolder, cur: ResultFolder) -> None:
                         f"results of the same emulation")
 
 
-def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: Path | None) -> int:
-    """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given.
+def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: Path | None,
+             outputs: Callable[[GateReport], None] | None = None) -> int:
+    """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given, and
+    hand the report to `outputs` (the CI files, perfbench/gate/ci_output.py).
 
     Returns:
         0 when every check passed, 1 on a regression, 3 when nothing failed but a timing check could not
@@ -335,6 +338,8 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
     if summary is not None:
         atomic_write_text(summary, report.markdown())
         atomic_write_json(summary.with_suffix(".json"), report.to_json())
+    if outputs is not None:
+        outputs(report)
     return report.exit_code
 
 

@@ -2,7 +2,7 @@
 
   location.py   which store (--db, PERFBENCH_HISTORY_DB, the per-user default) and its engine
   schema.py     the tables and their versioned migrations (schema_version)
-  records.py    the typed rows a folder becomes, and the ab.json record read defensively
+  records.py    the typed rows a folder becomes (ab.json is read by perfbench/results/ab_record.py)
   extract.py    one folder -> a `Snapshot` (metrics, paired speed-ups, ab verdicts, op families)
   git_order.py  a commit's position on first-parent history
   store.py      ingest (one transaction, idempotent) and the queries behind show / export

@@ -23,8 +23,9 @@ from perfbench.analysis.rounds import merge_rounds
 from perfbench.analysis.speedup import LATENCIES, plan_label, speedups
 from perfbench.errors import UserError
 from perfbench.history.git_order import first_parent_order
-from perfbench.history.records import ABRecord, FolderKind, OpFamily, Point, Snapshot
+from perfbench.history.records import FolderKind, OpFamily, Point, Snapshot
 from perfbench.results import RunResult, load_folder
+from perfbench.results.ab_record import ABRecord
 from perfbench.results.validation import record_error
 
 AB_FILE, BASELINE_FILE, RESULTS_FILE = "ab.json", "baseline.json", "results.jsonl"

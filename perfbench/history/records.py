@@ -60,35 +60,3 @@ class Snapshot(BaseModel):
     recorded_at: str
     points: list[Point] = Field(default_factory=list)
     op_families: list[OpFamily] = Field(default_factory=list)
-
-
-class ABArm(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    ref: str | None = None
-    sha: str | None = None
-    dirty: bool | None = None
-
-
-class ABVerdict(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    ratio: float
-    ci_low: float
-    ci_high: float
-    pairs: int = 0
-    verdict: str
-
-
-class ABRecord(BaseModel):
-    """ab.json (perfbench/run/ab.py `ab_record`): only the fields read here; later fields are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    kind: str = "perfbench ab"
-    scenario: str = ""
-    emulation: str | None = None
-    base: ABArm = Field(default_factory=ABArm)
-    head: ABArm = Field(default_factory=ABArm)
-    exit_code: int | None = None
-    verdicts: dict[str, dict[str, ABVerdict]]

@@ -16,6 +16,7 @@ committed baseline cannot drift without a clear error. The modules:
   versions.py     SCHEMA_VERSION and the migration of older records
   validation.py   a pydantic error as one line
   files.py        atomic writes, load_results / load_folder / write_results
+  ab_record.py    ab.json as its readers see it (unknown fields ignored)
 """
 
 from perfbench.results.expert_load import LayerLoad, layer_loads, worst_imbalance
