@@ -462,6 +462,33 @@ def history_export(db: str | None, out: str | None) -> None:
     click.echo(store_line(db), err=True)
 
 
+@main.command("bisect")
+@click.argument("good")
+@click.argument("bad")
+@click.option("--scenario", help="Scenario path or shipped name (default ci_smoke).")
+@click.option("--metric", type=click.Choice(["ttft_ms", "tpot_ms"]), default="tpot_ms", show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Folder of bisect.json and each step's ab folder (default reports/bisect-GOOD-BAD); give the "
+                   "same folder again to resume.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
+              help="Time cap of each ab job, seconds.")
+@user_errors
+def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str | None, overrides: tuple[str, ...],
+           max_time: float) -> None:
+    """The first commit after GOOD up to BAD that made METRIC slower, by paired ab jobs against GOOD; commits that
+    do not build or run are skipped, never blamed. Exit 0 when a commit is named or nothing changed."""
+    from perfbench.run.arms import repository_of
+    from perfbench.tools.bisect import ab_comparator
+    from perfbench.tools.bisect import bisect as run_bisect
+
+    out = Path(out_dir) if out_dir else Path("reports") / f"bisect-{good}-{bad}".replace("/", "_")
+    check_output_dir(out, "--out")
+    compare = ab_comparator(scenario, metric, list(overrides), max_time)
+    click.echo(run_bisect(repository_of(Path.cwd()), good, bad, scenario or "ci_smoke", metric, out, compare,
+                          say=lambda line: click.echo(line, err=True)))
+
+
 @main.command("list")
 @click.argument("what", type=click.Choice(["toggles", "presets", "options", "scenarios"]), default="toggles")
 @user_errors
