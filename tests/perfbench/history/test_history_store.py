@@ -253,8 +253,7 @@ def test_a_version_1_store_opens_and_is_migrated(tmp_path, sweep):
     assert new.op_families
 
 
-def test_two_processes_ingesting_at_once_lose_nothing(tmp_path, sweep):
-    db = str(tmp_path / "h.sqlite")
+def _ingest_at_once(db: str, tmp_path: Path, sweep) -> list:
     halves = [[sweep(tmp_path / f"p{k}-{i}", sha=f"{k}{i:039x}") for i in range(6)] for k in (1, 2)]
     code = ("import sys; from perfbench.cli import main; "
             "main(['history', 'ingest', *sys.argv[1:]], standalone_mode=True)")
@@ -264,6 +263,17 @@ def test_two_processes_ingesting_at_once_lose_nothing(tmp_path, sweep):
     assert [p.returncode for p in procs] == [0, 0], outs
     stored = snapshots(open_store(db))
     assert len(stored) == 12 and all(len(s.points) == 16 for s in stored)
+    assert not any(math.isnan(p.value) for s in stored for p in s.points)
+    return stored
+
+
+def test_two_processes_ingesting_at_once_into_sqlite_lose_nothing(tmp_path, sweep):
+    db = str(tmp_path / "h.sqlite")
+    _ingest_at_once(db, tmp_path, sweep)
     with sqlite3.connect(db) as conn:
         assert conn.execute("pragma integrity_check").fetchone()[0] == "ok"
-    assert not any(math.isnan(p.value) for s in stored for p in s.points)
+
+
+def test_two_processes_ingesting_at_once_into_postgresql_lose_nothing(tmp_path, sweep, pg_db):
+    # both start on an empty database: the advisory lock also keeps the schema's creation to one of them
+    _ingest_at_once(pg_db, tmp_path, sweep)
