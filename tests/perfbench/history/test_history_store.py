@@ -254,7 +254,7 @@ def test_a_version_1_store_opens_and_is_migrated(tmp_path, sweep):
 
 
 def _ingest_at_once(db: str, tmp_path: Path, sweep) -> list:
-    halves = [[sweep(tmp_path / f"p{k}-{i}", sha=f"{k}{i:039x}") for i in range(6)] for k in (1, 2)]
+    halves = [[sweep(tmp_path / f"p{k}-{i}", sha=f"{k}{i:039x}") for i in range(4)] for k in (1, 2)]
     code = ("import sys; from perfbench.cli import main; "
             "main(['history', 'ingest', *sys.argv[1:]], standalone_mode=True)")
     procs = [subprocess.Popen([sys.executable, "-c", code, *map(str, half), "--db", db], cwd=ROOT,
@@ -262,7 +262,7 @@ def _ingest_at_once(db: str, tmp_path: Path, sweep) -> list:
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     stored = snapshots(open_store(db))
-    assert len(stored) == 12 and all(len(s.points) == 16 for s in stored)
+    assert len(stored) == 8 and all(len(s.points) == 16 for s in stored)
     assert not any(math.isnan(p.value) for s in stored for p in s.points)
     return stored
 
