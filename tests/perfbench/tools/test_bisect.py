@@ -137,3 +137,37 @@ def test_the_ab_comparator_reads_one_metric_of_the_verdicts():
     assert verdict_code(record((1.0, "same"), (0.9, "faster")), "tpot_ms")[0] == 0  # TTFT slower: not asked
     assert verdict_code(record((1.0, "same"), (1.02, "inconclusive")), "tpot_ms")[0] == 3
     assert verdict_code(record((1.0, "same")), "compile_s")[0] == 3
+
+
+def test_the_command_runs_ab_jobs_through_run_ab_and_reads_their_verdicts(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from perfbench.cli import main
+
+    shas = _repo(tmp_path / "repo")
+    fake = FakeAB(tmp_path / "repo")
+    calls = []
+
+    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+        calls.append((base, head, scenario, settings.max_time_s))
+        answer = fake(base, head, Path(out_dir))
+        if answer.code == 2:
+            raise UserError(f"{head[:10]}: {answer.reason}")
+        Path(out_dir).mkdir(parents=True)
+        verdict = "slower" if answer.code == 1 else "same"
+        (Path(out_dir) / "ab.json").write_text(json.dumps({"verdicts": {"r1": {"tpot_ms": {
+            "ratio": answer.ratio, "ci_low": answer.ci_low, "ci_high": answer.ci_high, "pairs": 30,
+            "verdict": verdict}}}}))
+        return answer.code
+
+    monkeypatch.setattr("perfbench.run.ab.run_ab", fake_run_ab)
+    monkeypatch.chdir(tmp_path / "repo")
+    result = CliRunner().invoke(main, ["bisect", shas[0], shas[11], "--out", str(tmp_path / "out"),
+                                       "--max-time", "60"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"first bad commit: {shas[11]} (tpot_ms: head/base 1.300x [1.274, 1.326]")
+    assert f"never blamed): {shas[5][:10]}" in result.stdout
+    assert calls[0] == (shas[0], shas[11], None, 60.0)
+    state = json.loads((tmp_path / "out" / STATE_FILE).read_text())
+    broken = next(s for s in state["steps"] if s["head"] == shas[5])
+    assert broken["code"] == 2 and "model/ does not import" in broken["reason"]
