@@ -127,13 +127,17 @@ class Change(BaseModel):
     folder_after: str
 
     def line(self) -> str:
+        """One line: what moved, from what to what, between which commits, by how much and how surely."""
         unit = "x" if self.key.family == "speedup" else " ms"
         what = "speed-up" if self.key.family == "speedup" else "median"
         metric = self.key.metric.replace("_ms", "").upper()
         return (f"{self.key.plan} {metric} {what} {self.before:.2f}{unit} -> {self.after:.2f}{unit} between "
                 f"{self.sha_before[:10]} and {self.sha_after[:10]} ({self.size:+.1%}, p={self.p_value:.1g}, "
-                f"{self.commits_before} commits before, {self.commits_after} after; {self.key.scenario}, "
-                f"{self.key.machine_key})")
+                f"{self.commits_before} commits before, {self.commits_after} after)")
+
+    def where(self) -> str:
+        return f"{self.key.scenario} · {self.key.shape} · {self.key.machine_key} · {self.key.software_key}" + (
+            " · emulated" if self.key.emulated else "")
 
 
 def _per_commit(points: list[SeriesPoint]) -> list[tuple[SeriesPoint, float, float]]:

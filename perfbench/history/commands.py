@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 from tabulate import tabulate
@@ -13,6 +14,8 @@ from perfbench.history.extract import snapshot
 from perfbench.history.series import Filters, Series, load_series
 from perfbench.history.store import ingest, open_store, snapshots
 from perfbench.results import atomic_write_text
+
+WIDTH = 120  # terminal columns
 
 
 def store_line(db: str | None) -> str:
@@ -73,7 +76,10 @@ def changes_command(db: str | None, filters: Filters, since: str | None, min_mag
         return json.dumps([c.model_dump(mode="json") for c in changes], indent=1)
     if not changes:
         return f"no change of {min_magnitude:.0%} or more in {len(found)} series"
-    return "\n".join(c.line() for c in changes)
+    # at most 120 columns: the change on one line, where it was measured wrapped beneath it
+    return "\n".join(textwrap.fill(c.line(), WIDTH, subsequent_indent="    ") + "\n"
+                     + textwrap.fill(c.where(), WIDTH, initial_indent="    ", subsequent_indent="    ")
+                     for c in changes)
 
 
 def _since_order(found: list[Series], ref: str, repo: Path) -> int:

@@ -96,7 +96,7 @@ def _section(series: Series, changes: list[Change], template: str | None) -> str
     key = series.key
     attrs = " ".join(f'data-{name}="{html.escape(value, quote=True)}"' for name, value in (
         ("scenario", key.scenario), ("machine", key.machine_key), ("plan", key.plan), ("family", key.family)))
-    changed = "".join(f'<p class="change">{html.escape(c.line())}</p>' for c in changes)
+    changed = "".join(f'<p class="change">{html.escape(c.line())} · {html.escape(c.where())}</p>' for c in changes)
     figure = series_svg(series, changes) if series.ordered else "<p>No point on first-parent history.</p>"
     return (f'<section class="series" {attrs}><h3>{html.escape(key.label())}</h3>'
             f"<p>{html.escape(key.software_key)} · {html.escape(key.shape)}</p>{changed}{figure}"

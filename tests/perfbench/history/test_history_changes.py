@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -86,9 +87,14 @@ def test_changes_command_names_the_commits_either_side(tmp_path, sweep):
     result = runner.invoke(main, ["history", "changes", "--db", db])
     assert result.exit_code == 0, result.output
     # gdr's TTFT moved, as a speed-up and as a median (x 1.025, the drift factors' median); rope and TPOT did not
-    median, line = result.stdout.strip().splitlines()
-    assert line.startswith(f"gdr TTFT speed-up 2.20x -> 1.71x between {shas[6][:10]} and {shas[7][:10]} (-22.3%")
-    assert "7 commits before, 5 after" in line
+    lines = result.stdout.strip().splitlines()
+    assert max(len(line) for line in lines) <= 120
+    median, where, line, _ = lines
+    match = re.fullmatch(rf"gdr TTFT speed-up 2\.20x -> 1\.71x between {shas[6][:10]} and {shas[7][:10]} "
+                         r"\(-22\.3%, p=([\d.e-]+), 7 commits before, 5 after\)", line)
+    assert match and float(match[1]) < 1e-4, line  # confirmed at ALPHA
+    assert where == ("    syn · tiny cpu float32 ws=1 bs=1 in=128 out=16 · cpu / Test CPU 9000 / torch +cpu · "
+                     "torch 2.13.0")
     assert median.startswith(f"gdr TTFT median {100 / 2.2 * 1.025:.2f} ms -> {100 / 1.71 * 1.025:.2f} ms")
     as_json = json.loads(runner.invoke(main, ["history", "changes", "--db", db, "--json"]).stdout)
     assert [(c["sha_before"], c["sha_after"]) for c in as_json] == [(shas[6], shas[7])] * 2
