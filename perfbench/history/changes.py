@@ -1,14 +1,16 @@
 """Change points of a series over commits: where a plan's speed-up or a run's median moved, and by how much.
 
 Each point is a log value with a standard error from its 95% CI (several points of one commit are pooled by inverse
-variance). ruptures' Pelt proposes breakpoints under an inverse-variance weighted squared-error cost (`WeightedL2`:
-a point with a narrow CI counts more); each one is then confirmed between the segments either side of it: the
-inverse-variance means of the two segments differ by a z-test whose standard errors are those of the CIs; where the
-points scatter more than their CIs say (a segment's chi-square over its degrees of freedom above 1), the variance
-is inflated by that ratio and the test becomes a t-test on the segments' points. A candidate that is not
-significant at `ALPHA`, or whose size is below `min_magnitude` (default: the equivalence band, 5%), is dropped and
-the segments merged, weakest first, until every remaining change passes both. Rates on synthetic series shaped like
-real ones are tested in tests/perfbench/history/test_history_changes.py.
+variance). Where the points scatter more than their CIs say (CIs that understate the variation between processes),
+every standard error is widened by the robust spread of successive differences (`dispersion`), and the tests below
+use that estimate's degrees of freedom. ruptures' Pelt proposes breakpoints under an inverse-variance weighted
+squared-error cost (`WeightedL2`: a point with a narrow CI counts more); each one is then confirmed between the
+segments either side of it: the inverse-variance means of the two segments differ by a z-test whose standard errors
+are those of the CIs; where the points scatter more than their CIs say (a segment's chi-square over its degrees of
+freedom above 1), the variance is inflated by that ratio and the test becomes a t-test on the segments' points. A
+candidate that is not significant at `ALPHA`, or whose size is below `min_magnitude` (default: the equivalence
+band, 5%), is dropped and the segments merged, weakest first, until every remaining change passes both. Rates on
+synthetic series shaped like real ones are tested in tests/perfbench/history/test_history_changes.py.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ DEFAULT_MIN_MAGNITUDE = 0.05  # the equivalence band: a smaller change is never 
 ALPHA = 1e-4  # per candidate: a few candidates per series, and at most 1 false change per 100 series
 MIN_SIZE = 2  # points (commits) a segment needs on each side of a change
 Z95 = scipy_stats.norm.ppf(0.975)
+MAD_EFFICIENCY = 0.37  # of the median absolute deviation against the standard deviation, for normal data
 CHANGE_FAMILIES = ("speedup", "median")  # levels over commits (ab ratios compare two commits already)
 
 
@@ -77,14 +80,25 @@ def _segment_stats(y: np.ndarray, se: np.ndarray) -> tuple[float, float, bool]:
     return mean, var * max(1.0, dispersion), dispersion > 1.0
 
 
-def _test(y: np.ndarray, se: np.ndarray, start: int, split: int, stop: int) -> tuple[float, float, float]:
-    """(p value, mean before, mean after) of the change at `split` between segments [start, split), [split, stop)."""
+def _test(y: np.ndarray, se: np.ndarray, start: int, split: int, stop: int, df: float | None
+          ) -> tuple[float, float, float]:
+    """(p value, mean before, mean after) of the change at `split` between segments [start, split), [split, stop).
+    `df`: the degrees of freedom of a series-wide dispersion estimate (None: the CIs were taken as they are)."""
     m1, v1, estimated1 = _segment_stats(y[start:split], se[start:split])
     m2, v2, estimated2 = _segment_stats(y[split:stop], se[split:stop])
     t = abs(m2 - m1) / math.sqrt(v1 + v2)
-    if estimated1 or estimated2:
-        return float(2 * scipy_stats.t.sf(t, max(stop - start - 2, 1))), m1, m2
+    dfs = [d for d in (df, float(stop - start - 2) if estimated1 or estimated2 else None) if d is not None]
+    if dfs:
+        return float(2 * scipy_stats.t.sf(t, max(min(dfs), 1.0))), m1, m2
     return float(2 * scipy_stats.norm.sf(t)), m1, m2
+
+
+def dispersion(y: np.ndarray, se: np.ndarray) -> float:
+    """How much more the points scatter than their CIs say (1 when they do not): the robust spread (MAD) of
+    successive differences in units of their standard errors. A step moves one difference only, so it does not
+    count as scatter."""
+    d = np.diff(y) / np.sqrt(se[1:] ** 2 + se[:-1] ** 2)
+    return max(1.0, 1.4826 * float(np.median(np.abs(d))))
 
 
 def change_points(y: np.ndarray, se: np.ndarray, min_magnitude: float = DEFAULT_MIN_MAGNITUDE,
@@ -93,6 +107,11 @@ def change_points(y: np.ndarray, se: np.ndarray, min_magnitude: float = DEFAULT_
     n = len(y)
     if n < 2 * MIN_SIZE:
         return []
+    # CIs that understate the scatter between commits would make every wiggle a change: widen them, and test with
+    # the degrees of freedom of that estimate (a MAD is about 37% efficient)
+    factor = dispersion(y, se)
+    se = se * factor
+    df = MAD_EFFICIENCY * (n - 2) if factor > 1.0 else None
     # the cost is in units of the CIs' variance: a breakpoint costs a BIC-like penalty; the t-test below decides
     algo = ruptures.Pelt(custom_cost=WeightedL2(), min_size=MIN_SIZE, jump=1).fit(np.column_stack([y, 1 / se**2]))
     splits = [b for b in algo.predict(pen=3.0 * math.log(n)) if b < n]
@@ -100,7 +119,7 @@ def change_points(y: np.ndarray, se: np.ndarray, min_magnitude: float = DEFAULT_
         bounds = [0, *splits, n]
         tested = []
         for i, split in enumerate(splits):
-            p, m1, m2 = _test(y, se, bounds[i], split, bounds[i + 2])
+            p, m1, m2 = _test(y, se, bounds[i], split, bounds[i + 2], df)
             big = abs(math.exp(m2 - m1) - 1.0) >= min_magnitude
             tested.append((p if big else 1.0, split, m1, m2, split - bounds[i], bounds[i + 2] - split))
         failing = [t for t in tested if t[0] >= alpha]

@@ -20,10 +20,13 @@ from tests.cli_helpers import one_error_line
 N_SERIES, N_POINTS = 100, 60
 
 
-def _series(rng: np.random.Generator, step_at: int | None, step: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+def _series(rng: np.random.Generator, step_at: int | None, step: float = 0.9, scatter: float = 1.0
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """60 log speed-ups around 2.2x with 95% CI half-widths of 2-6%; `scatter`: the points spread that many times
+    more than their CIs say (CIs that understate the variation between processes)."""
     half = rng.uniform(0.02, 0.06, N_POINTS)  # each point's CI half-width, relative
     se = np.log1p(half) / 1.96
-    y = math.log(2.2) + rng.normal(0.0, se)
+    y = math.log(2.2) + rng.normal(0.0, se * scatter)
     if step_at is not None:
         y[step_at:] += math.log(step)
     return y, se
@@ -42,6 +45,22 @@ def test_a_ten_percent_step_is_found_within_one_commit_in_95_of_100_series():
 def test_series_without_a_step_give_at_most_one_false_change_in_100():
     rng = np.random.default_rng(7)
     assert sum(len(change_points(*_series(rng, None))) for _ in range(N_SERIES)) <= 1
+
+
+@pytest.mark.parametrize("scatter", [1.5, 2.0])
+def test_cis_that_understate_the_scatter_do_not_make_false_changes(scatter):
+    rng = np.random.default_rng(11)
+    assert sum(len(change_points(*_series(rng, None, scatter=scatter))) for _ in range(N_SERIES)) <= 1
+
+
+def test_a_step_is_still_found_when_the_cis_understate_the_scatter():
+    rng = np.random.default_rng(12)
+    found = 0
+    for _ in range(N_SERIES):
+        at = int(rng.integers(5, N_POINTS - 5))
+        changes = change_points(*_series(rng, at, scatter=1.5))
+        found += len(changes) == 1 and abs(changes[0].index - at) <= 1
+    assert found >= 90
 
 
 def test_a_change_below_the_threshold_is_never_reported():
