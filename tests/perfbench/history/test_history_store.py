@@ -136,6 +136,32 @@ def test_a_baseline_saved_from_a_folder_is_the_same_content(tmp_path, sweep):
     assert len(snapshots(open_store(db))) == 1
 
 
+def test_export_writes_every_stored_folder_as_json(tmp_path, sweep):
+    db = str(tmp_path / "h.sqlite")
+    folders = [sweep(tmp_path / f"e{i}", sha=f"{i:040x}") for i in range(2)]
+    assert _cli("ingest", *map(str, folders), "--db", db).exit_code == 0
+    out = tmp_path / "export.json"
+    result = _cli("export", "--db", db, "--out", str(out))
+    assert result.exit_code == 0 and result.stdout.strip() == f"export: {out}"
+    exported = json.loads(out.read_text())
+    assert [e["identity"] for e in exported] == [str(f.resolve()) for f in folders]
+    assert exported == [s.model_dump(mode="json") for s in snapshots(open_store(db))]
+
+
+def test_show_lists_series_then_one_series_point_by_point(tmp_path, sweep):
+    db = str(tmp_path / "h.sqlite")
+    assert _cli("ingest", str(sweep(tmp_path / "s", sha="a" * 40, gdr=2.0)), "--db", db).exit_code == 0
+    listing = _cli("show", "--db", db)
+    assert listing.exit_code == 0 and "give --plan and --metric" in listing.stdout
+    one = _cli("show", "--db", db, "--family", "speedup", "--plan", "gdr", "--metric", "ttft_ms")
+    lines = one.stdout.strip().splitlines()
+    assert lines[0].startswith("gdr TTFT speed-up · syn · cpu / Test CPU 9000 / torch +cpu")
+    # not on --repo's history: a one-off; the ratio of medians is exactly 2 (every gdr iteration takes half)
+    assert lines[3].split()[:3] == ["one-off", "a" * 10, "2.000"] and lines[3].split()[-2:] == ["faster",
+                                                                                            str(tmp_path / "s")]
+    assert f"history store: {db}" in one.stderr
+
+
 # ---- refused input: one line, exit 2, nothing stored lost ------------------------------------------------------
 
 def _stored_count(db: str) -> int:
@@ -179,6 +205,12 @@ def test_a_mixed_folder_is_refused(tmp_path, sweep, populated):
     (bad / "results.jsonl").write_text("\n".join(lines) + "\n")
     line = one_error_line(_cli("ingest", str(bad), "--db", populated))
     assert "results.jsonl:3: a mixed folder: run rope has commit" in line
+
+
+def test_a_folder_that_is_not_there_is_refused(tmp_path):
+    line = one_error_line(_cli("ingest", str(tmp_path / "nope"), "--db", str(tmp_path / "h.sqlite")))
+    assert "nope: not a folder" in line
+    assert not (tmp_path / "h.sqlite").exists()
 
 
 def test_a_store_path_under_a_file_is_refused(tmp_path, sweep):
