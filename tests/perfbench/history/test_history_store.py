@@ -136,6 +136,17 @@ def test_a_baseline_saved_from_a_folder_is_the_same_content(tmp_path, sweep):
     assert len(snapshots(open_store(db))) == 1
 
 
+def test_a_folder_whose_content_changed_replaces_its_rows(tmp_path, sweep):
+    db = str(tmp_path / "h.sqlite")
+    folder = sweep(tmp_path / "r", sha="a" * 40, gdr=2.0)
+    assert "added" in _cli("ingest", str(folder), "--db", db).stdout
+    sweep(folder, sha="a" * 40, gdr=2.5)  # a resumed sweep rewrote it
+    assert _cli("ingest", str(folder), "--db", db).stdout.startswith(f"replaced {folder.resolve()}")
+    (stored,) = snapshots(open_store(db))
+    gdr = next(p for p in stored.points if (p.family, p.plan, p.metric) == ("speedup", "gdr", "ttft_ms"))
+    assert gdr.value == pytest.approx(2.5)
+
+
 def test_export_writes_every_stored_folder_as_json(tmp_path, sweep):
     db = str(tmp_path / "h.sqlite")
     folders = [sweep(tmp_path / f"e{i}", sha=f"{i:040x}") for i in range(2)]
