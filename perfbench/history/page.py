@@ -15,6 +15,7 @@ from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from perfbench.history.changes import Change, series_changes
 from perfbench.history.series import Series, SeriesPoint
@@ -69,6 +70,7 @@ def series_svg(series: Series, changes: list[Change]) -> str:
                     ha="center", va="bottom")
     if series.key.family == "speedup":
         ax.axhline(1.0, color="black", lw=0.6)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # commits are whole positions
     ax.set_xlabel("commit (first-parent order)")
     ax.set_ylabel({"speedup": "speed-up (x)", "median": "ms"}.get(series.key.family, series.key.metric))
     buf = io.StringIO()
@@ -100,7 +102,8 @@ def _section(series: Series, changes: list[Change], template: str | None) -> str
     figure = series_svg(series, changes) if series.ordered else "<p>No point on first-parent history.</p>"
     return (f'<section class="series" {attrs}><h3>{html.escape(key.label())}</h3>'
             f"<p>{html.escape(key.software_key)} · {html.escape(key.shape)}</p>{changed}{figure}"
-            f"<details><summary>{len(series.points)} points</summary><table><tr><th>commit</th><th>sha</th>"
+            f"<details><summary>{len(series.points)} point{'s' * (len(series.points) != 1)}</summary>"
+            "<table><tr><th>commit</th><th>sha</th>"
             f"<th>value</th><th>95% CI</th><th>verdict</th><th>folder</th></tr>{_rows(series, template)}"
             "</table></details></section>")
 
