@@ -1,4 +1,5 @@
-"""`perfbench` command line: run, ab, report, compare, gate, baseline, trace, diff, doctor, verify, estimate, list."""
+"""`perfbench` command line: run, ab, report, compare, gate, baseline, trace, diff, doctor, verify, estimate, list,
+history, bisect."""
 
 from __future__ import annotations
 
@@ -55,6 +56,26 @@ EMULATE_NPU = click.option(
     "--emulate-npu", type=click.Choice(list(EMULATED_NPU_PLATFORMS)), default=None,
     help="Run the NPU code paths on CPU under the NPU emulator for this platform (910b = Atlas A2, "
          "910_93 = A3, 950); results are labelled emulated, timings are CPU timings.")
+
+
+CI_OPTIONS = (
+    click.option("--junit", type=click.Path(dir_okay=False), help="Write each check as a JUnit test case here."),
+    click.option("--comment", type=click.Path(dir_okay=False),
+                 help="Write a short 'what changed' markdown here when something regressed (for a CI comment; "
+                      "removed otherwise)."),
+)
+
+
+def ci_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(CI_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def _check_ci_paths(junit: str | None, comment: str | None) -> None:
+    for path, name in ((junit, "--junit"), (comment, "--comment")):
+        if path is not None:
+            check_output_file(path, name)
 
 
 def _report_after_run() -> Callable[[Path], None]:
@@ -133,25 +154,45 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
               help="Planned looks at the pairs (the job stops at the first look that decides everything).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pair order.")
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
+@ci_options
 @EMULATE_NPU
 @user_errors
 @signal_exits
 def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, overrides: tuple[str, ...],
        max_time: float, band: float, margin: float, processes: str, pairs_per_epoch: int, pairs_per_process: int,
-       looks: int, seed: int, no_report: bool, emulate_npu: str | None) -> None:
+       looks: int, seed: int, no_report: bool, junit: str | None, comment: str | None, emulate_npu: str | None) -> None:
     """Did HEAD (a git ref; default the working tree) make BASE slower? Both arms in one process, interleaved.
 
-    Exit 0 no regression, 1 regression, 2 input error (an arm failed), 3 inconclusive, 130/143 interrupted."""
+    Exit 0 no regression, 1 regression, 2 input error (an arm failed), 3 inconclusive, 130/143 interrupted. With
+    $GITHUB_STEP_SUMMARY set, a markdown summary of the verdicts is appended there."""
     from perfbench.run.ab import ABSettings, run_ab
 
     if emulate_npu:
         overrides = (*overrides, "perfbench.device=npu")
         _activate_emulator(emulate_npu)
+    _check_ci_paths(junit, comment)
     settings = ABSettings(max_time_s=max_time, band=band, margin=margin, processes=processes,
                           pairs_per_epoch=pairs_per_epoch, pairs_per_process=pairs_per_process, looks=looks,
                           seed=seed)
-    sys.exit(run_ab(base, head, scenario, list(overrides), out_dir, settings,
-                    report=None if no_report else _report_after_run()))
+    if out_dir is None:  # the folder run_ab would pick, known here so that its ab.json can be read afterwards
+        from perfbench.config.scenario import load_scenario
+        from perfbench.run.runner import default_out
+
+        out_dir = str(default_out(f"ab-{load_scenario(scenario or 'ci_smoke', list(overrides)).name}"))
+    code = run_ab(base, head, scenario, list(overrides), out_dir, settings,
+                  report=None if no_report else _report_after_run())
+    _ab_ci_outputs(Path(out_dir), junit, comment)
+    sys.exit(code)
+
+
+def _ab_ci_outputs(out: Path, junit: str | None, comment: str | None) -> None:
+    from perfbench.gate.ci_output import ab_checks, ab_markdown, write_ci_outputs
+    from perfbench.results.ab_record import read_ab_record
+
+    record = read_ab_record(out)
+    for line in write_ci_outputs("perfbench ab", ab_markdown(record), ab_checks(record),
+                                 Path(junit) if junit else None, Path(comment) if comment else None):
+        click.echo(line, err=True)
 
 
 @main.command()
@@ -196,23 +237,34 @@ def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None
 @click.option("--confirm/--no-confirm", "confirm", default=None,
               help="Decide each absolute-timing suspect with a paired `perfbench ab` of the two folders' commits "
                    "(default: on when the CI environment variable is set).")
+@ci_options
 @user_errors
 @signal_exits
-def gate(baseline: str | None, current: str, rules: str | None, summary: str | None, confirm: bool | None) -> None:
+def gate(baseline: str | None, current: str, rules: str | None, summary: str | None, confirm: bool | None,
+         junit: str | None, comment: str | None) -> None:
     """Exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive (a timing check could not decide).
 
     Absolute timings of two folders are suspects only: --confirm decides them on pairs; one that cannot be
-    confirmed is reported as unconfirmed and never fails."""
-    from perfbench.gate.engine import run_gate
+    confirmed is reported as unconfirmed and never fails. With $GITHUB_STEP_SUMMARY set, the markdown summary is
+    appended there too."""
+    from perfbench.gate.ci_output import gate_checks, write_ci_outputs
+    from perfbench.gate.engine import GateReport, run_gate
 
     if summary is not None:  # before the gate runs: a summary it cannot write is exit 2, not a late traceback
         check_output_file(summary, "--summary")
         if Path(summary).suffix != ".json":  # run_gate refuses a .json summary itself
             check_output_file(Path(summary).with_suffix(".json"), "--summary (its .json beside)")
+    _check_ci_paths(junit, comment)
     if confirm is None:
         confirm = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+    def outputs(report: GateReport) -> None:
+        for line in write_ci_outputs("perfbench gate", report.markdown(), gate_checks(report),
+                                     Path(junit) if junit else None, Path(comment) if comment else None):
+            click.echo(line, err=True)
+
     sys.exit(run_gate(Path(baseline) if baseline else None, Path(current), Path(rules) if rules else None,
-                      Path(summary) if summary else None, confirm_suspects=confirm))
+                      Path(summary) if summary else None, outputs, confirm_suspects=confirm))
 
 
 @main.group()
@@ -377,6 +429,145 @@ def crossover(scenario: str, toggle: str, axis: str, range_text: str | None, thr
         click.echo(f"{row.phase}: {row.crossing.text}")
     click.echo(f"crossover: {out / 'crossover.csv'}, {out / 'crossings.csv'}, "
                f"{write_crossover_page(out, search, rows, prior)}")
+
+
+DB = click.option("--db", help="History store: a SQLite file path or a postgresql:// URL (default "
+                              "PERFBENCH_HISTORY_DB, else history.sqlite in the per-user data folder).")
+
+
+@main.group()
+def history() -> None:
+    """Performance over time: ingest result, ab and baseline folders; series, change points, a trend page."""
+
+
+@history.command("ingest")
+@click.argument("folders", nargs=-1, required=True, type=click.Path())
+@DB
+@click.option("--repo", type=click.Path(file_okay=False),
+              help="Git repository that orders commits (default: perfbench's checkout, whose commit runs record).")
+@user_errors
+def history_ingest(folders: tuple[str, ...], db: str | None, repo: str | None) -> None:
+    """Store FOLDERS (result, ab or baseline folders); the same folder twice changes nothing."""
+    from perfbench.history.commands import ingest_command, store_line
+    from perfbench.run.git_state import REPO_DIR
+
+    click.echo(ingest_command([Path(f) for f in folders], db, Path(repo) if repo else REPO_DIR))
+    click.echo(store_line(db), err=True)  # after the work: an error stays the one line on stderr
+
+
+def _filters(family: str | None, scenario: str | None, machine: str | None, plan: str | None,
+             metric: str | None) -> Any:
+    from perfbench.history.series import Filters
+
+    return Filters(family=family, scenario=scenario, machine=machine, plan=plan, metric=metric)
+
+
+def series_filters(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed((
+            click.option("--family", type=click.Choice(["speedup", "median", "ab", "once"]),
+                         help="speedup: a plan over its baseline; median: a run's latency; ab: head/base; "
+                              "once: compile and first-iteration times."),
+            click.option("--scenario"), click.option("--machine", help="A part of the machine key."),
+            click.option("--plan", help="A plan label, e.g. gdr or attn+gdr."),
+            click.option("--metric", help="ttft_ms, tpot_ms, compile_s, first_ttft_ms."))):
+        fn = option(fn)
+    return fn
+
+
+@history.command("show")
+@DB
+@series_filters
+@user_errors
+def history_show(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
+                 metric: str | None) -> None:
+    """The stored series (a list), or one series point by point."""
+    from perfbench.history.commands import show_command, store_line
+
+    click.echo(show_command(db, _filters(family, scenario, machine, plan, metric)))
+    click.echo(store_line(db), err=True)
+
+
+@history.command("changes")
+@DB
+@series_filters
+@click.option("--since", metavar="REF", help="Only commits from REF on (a stored sha prefix or a git ref).")
+@click.option("--min-magnitude", type=click.FloatRange(min=0.0), default=0.05, show_default=True,
+              help="Smallest change reported, as a fraction (default: the equivalence band).")
+@click.option("--repo", type=click.Path(file_okay=False), help="Git repository resolving --since (default: "
+                                                                 "perfbench's checkout).")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of one line per change.")
+@user_errors
+def history_changes(db: str | None, family: str | None, scenario: str | None, machine: str | None,
+                    plan: str | None, metric: str | None, since: str | None, min_magnitude: float,
+                    repo: str | None, as_json: bool) -> None:
+    """Change points of each speed-up and median series over commits, with size and significance."""
+    from perfbench.history.commands import changes_command, store_line
+    from perfbench.run.git_state import REPO_DIR
+
+    click.echo(changes_command(db, _filters(family, scenario, machine, plan, metric), since, min_magnitude,
+                               Path(repo) if repo else REPO_DIR, as_json))
+    click.echo(store_line(db), err=True)
+
+
+@history.command("page")
+@DB
+@series_filters
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
+@click.option("--min-magnitude", type=click.FloatRange(min=0.0), default=0.05, show_default=True,
+              help="Smallest change point marked, as a fraction.")
+@click.option("--commit-url", metavar="TEMPLATE",
+              help="Link of a commit, {sha} replaced, e.g. https://github.com/ORG/REPO/commit/{sha}.")
+@user_errors
+def history_page(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
+                 metric: str | None, out: str, min_magnitude: float, commit_url: str | None) -> None:
+    """One offline HTML page: every series with its CIs and change points, filters, links to commits and folders."""
+    from perfbench.history.commands import page_command, store_line
+
+    check_output_file(out, "--out")
+    click.echo(page_command(db, _filters(family, scenario, machine, plan, metric), Path(out), min_magnitude,
+                            commit_url))
+    click.echo(store_line(db), err=True)
+
+
+@history.command("export")
+@DB
+@click.option("--out", type=click.Path(dir_okay=False), help="JSON file (default stdout).")
+@user_errors
+def history_export(db: str | None, out: str | None) -> None:
+    """Every stored folder with its points, as JSON."""
+    from perfbench.history.commands import export_command, store_line
+
+    if out:
+        check_output_file(out, "--out")
+    click.echo(export_command(db, Path(out) if out else None))
+    click.echo(store_line(db), err=True)
+
+
+@main.command("bisect")
+@click.argument("good")
+@click.argument("bad")
+@click.option("--scenario", help="Scenario path or shipped name (default ci_smoke).")
+@click.option("--metric", type=click.Choice(["ttft_ms", "tpot_ms"]), default="tpot_ms", show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Folder of bisect.json and each step's ab folder (default reports/bisect-GOOD-BAD); give the "
+                   "same folder again to resume.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
+              help="Time cap of each ab job, seconds.")
+@user_errors
+def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str | None, overrides: tuple[str, ...],
+           max_time: float) -> None:
+    """The first commit after GOOD up to BAD that made METRIC slower, by paired ab jobs against GOOD; commits that
+    do not build or run are skipped, never blamed. Exit 0 when a commit is named or nothing changed."""
+    from perfbench.run.arms import repository_of
+    from perfbench.tools.bisect import ab_comparator
+    from perfbench.tools.bisect import bisect as run_bisect
+
+    out = Path(out_dir) if out_dir else Path("reports") / f"bisect-{good}-{bad}".replace("/", "_")
+    check_output_dir(out, "--out")
+    compare = ab_comparator(scenario, metric, list(overrides), max_time)
+    click.echo(run_bisect(repository_of(Path.cwd()), good, bad, scenario or "ci_smoke", metric, out, compare,
+                          say=lambda line: click.echo(line, err=True)))
 
 
 @main.command("list")

@@ -30,6 +30,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -351,9 +352,11 @@ def refuse_mixed_emulation(base: ResultFolder, cur: ResultFolder) -> None:
 
 
 def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: Path | None,
-             confirm_suspects: bool = False, repo: Path | None = None, runner: ABRunner = run_ab_job) -> int:
-    """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given.
-    With `confirm_suspects`, timing suspects are decided on pairs (perfbench/gate/confirm.py) in `repo`.
+             outputs: Callable[[GateReport], None] | None = None, confirm_suspects: bool = False,
+             repo: Path | None = None, runner: ABRunner = run_ab_job) -> int:
+    """Print one line per check and a verdict; write markdown (+ .json beside it) when `summary` is given, and
+    hand the report to `outputs` (the CI files, perfbench/gate/ci_output.py). With `confirm_suspects`, timing
+    suspects are decided on pairs (perfbench/gate/confirm.py) in `repo`.
 
     Returns:
         0 when every check passed, 1 on a regression, 3 when nothing failed but a timing check could not
@@ -383,6 +386,8 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
     if summary is not None:
         atomic_write_text(summary, report.markdown())
         atomic_write_json(summary.with_suffix(".json"), report.to_json())
+    if outputs is not None:
+        outputs(report)
     return report.exit_code
 
 

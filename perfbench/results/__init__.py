@@ -19,6 +19,7 @@ committed baseline cannot drift without a clear error. The modules:
   files.py        atomic writes, load_results / load_folder / write_results
   env_allowlist.py  the environment variables a record may hold (exact names, values checked, the rest counted)
   cells.py        long text shortened in output tables
+  ab_record.py    ab.json: the typed record of a `perfbench ab` job (version 1 records load too)
 """
 
 from perfbench.results.expert_load import LayerLoad, layer_loads, worst_imbalance

@@ -38,9 +38,9 @@ class ABVerdict(_Part):
     ratio: float
     ci_low: float
     ci_high: float
-    pairs: int
-    clusters: int
-    band: float
+    pairs: int = 0
+    clusters: int = 0
+    band: float = 0.05
     margin: float = 0.0
     level: float = 0.95
     method: str = "bootstrap"

@@ -1,6 +1,6 @@
-"""The analysis commands (`gate`, `report`, `compare`, `trace`, `diff`) run where torch cannot be imported: a
-result folder can be analysed on a machine without torch. Checked by importing every module of the offline stages
-with torch blocked, and by one call of each command on real folders and traces."""
+"""The analysis commands (`gate`, `report`, `compare`, `trace`, `diff`, `history`) run where torch cannot be
+imported: a result folder can be analysed on a machine without torch. Checked by importing every module of the
+offline stages with torch blocked, and by one call of each command on real folders and traces."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ BLOCKER = textwrap.dedent('''
 
     sys.meta_path.insert(0, _NoTorch())
 ''')
-OFFLINE_PACKAGES = ("perfbench.analysis", "perfbench.gate", "perfbench.report", "perfbench.profiling")
+OFFLINE_PACKAGES = ("perfbench.analysis", "perfbench.gate", "perfbench.report", "perfbench.profiling",
+                    "perfbench.history")
 NEEDS_TORCH = ("perfbench.profiling.capture",)  # takes a trace: part of a run, not of its analysis
 IMPORT_ALL = textwrap.dedent(f'''
     import importlib, pkgutil

@@ -1,0 +1,220 @@
+"""`perfbench bisect GOOD BAD`: the first commit on first-parent history between GOOD and BAD that made a metric
+slower, found with paired ab jobs.
+
+Every step compares a commit with GOOD (one fixed baseline, so each answer means the same thing): exit code 1 of
+the comparison (slower) marks it bad, 0 good; 2 (the commit does not build or run) and 3 (inconclusive) mark it
+"skip", and a skipped commit is never blamed: the search moves to the nearest untested commit instead. The ends
+are confirmed first: if BAD is not slower than GOOD, the bisect stops and says so. At the end a last comparison of
+the last good commit with the first bad one gives the size of the change, and `perfbench diff` of their traces
+when the comparison left traces. Every step is written to bisect.json as it is decided, so an interrupted bisect
+resumes where it stopped (same GOOD, BAD, scenario and metric; a finished comparison is never rerun).
+
+The comparator is injectable (`Comparator`): `ab_comparator` runs `perfbench ab` (perfbench/run/ab.py `run_ab`);
+tests answer from the commit's content.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from perfbench.errors import UserError
+from perfbench.results import atomic_write_json
+from perfbench.results.ab_record import ABRecord, read_ab_record
+
+STATE_FILE = "bisect.json"
+EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+Label = Literal["good", "bad", "skip"]
+
+
+class Comparison(BaseModel):
+    """One comparison of `head` against `base`: the ab exit code, the metric's head/base with its CI."""
+
+    base: str
+    head: str
+    code: int
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    reason: str = ""
+    folder: str = ""
+    base_trace: str | None = None  # traces the comparison left, for `perfbench diff`
+    head_trace: str | None = None
+
+    @property
+    def label(self) -> Label:
+        return {EXIT_FAIL: "bad", EXIT_PASS: "good"}.get(self.code, "skip")  # type: ignore[return-value]
+
+    def text(self) -> str:
+        ratio = f"head/base {self.ratio:.3f}x [{self.ci_low:.3f}, {self.ci_high:.3f}]" if self.ratio else ""
+        return "; ".join(part for part in (ratio, self.reason) if part)
+
+
+Comparator = Callable[[str, str, Path], Comparison]
+
+
+class BisectState(BaseModel):
+    """bisect.json: what was asked, the commits in order, and every comparison made so far."""
+
+    good: str
+    bad: str
+    scenario: str
+    metric: str
+    commits: list[str]  # first-parent commits after GOOD up to BAD, oldest first
+    steps: list[Comparison] = Field(default_factory=list)
+    outcome: str = ""
+
+    def done(self, base: str, head: str) -> Comparison | None:
+        return next((s for s in self.steps if (s.base, s.head) == (base, head)), None)
+
+
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise UserError(f"git {' '.join(args)}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ''}")
+    return out.stdout.strip()
+
+
+def first_parent_range(repo: Path, good: str, bad: str) -> tuple[str, str, list[str]]:
+    """(GOOD's sha, BAD's sha, the commits after GOOD up to BAD on BAD's first-parent line, oldest first)."""
+    good_sha = _git(repo, "rev-parse", "--verify", f"{good}^{{commit}}")
+    bad_sha = _git(repo, "rev-parse", "--verify", f"{bad}^{{commit}}")
+    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha]).returncode != 0:
+        raise UserError(f"GOOD {good} is not an ancestor of BAD {bad}")
+    commits = _git(repo, "rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}").split()
+    if not commits or commits[-1] != bad_sha:
+        raise UserError(f"BAD {bad} is not on the first-parent line after GOOD {good}")
+    return good_sha, bad_sha, commits
+
+
+def load_state(path: Path, fresh: BisectState) -> BisectState:
+    """The saved state when it is the same bisect; a state of another bisect is refused."""
+    if not path.is_file():
+        return fresh
+    try:
+        saved = BisectState.model_validate(json.loads(path.read_text()))
+    except (ValueError, ValidationError) as err:
+        raise UserError(f"{path}: unreadable bisect state ({str(err).splitlines()[0]})") from None
+    asked = (fresh.good, fresh.bad, fresh.scenario, fresh.metric, fresh.commits)
+    if (saved.good, saved.bad, saved.scenario, saved.metric, saved.commits) != asked:
+        raise UserError(f"{path}: holds another bisect ({saved.good[:10]}..{saved.bad[:10]}, {saved.scenario}, "
+                        f"{saved.metric}); choose another --out")
+    return saved
+
+
+class Bisect:
+    def __init__(self, state: BisectState, compare: Comparator, out: Path, say: Callable[[str], None]) -> None:
+        self.state, self.compare, self.out, self.say = state, compare, out, say
+
+    def _step(self, base: str, head: str, what: str) -> Comparison:
+        found = self.state.done(base, head)
+        if found is None:
+            self.say(f"bisect: {what}: {head[:10]} against {base[:10]} ...")
+            found = self.compare(base, head, self.out / f"{len(self.state.steps):02d}-{head[:10]}")
+            self.state.steps.append(found)
+            atomic_write_json(self.out / STATE_FILE, self.state.model_dump(mode="json"))
+        self.say(f"bisect: {head[:10]} {found.label}" + (f" ({found.text()})" if found.text() else ""))
+        return found
+
+    def _finish(self, outcome: str) -> str:
+        self.state.outcome = outcome
+        atomic_write_json(self.out / STATE_FILE, self.state.model_dump(mode="json"))
+        return outcome
+
+    def run(self) -> str:
+        st = self.state
+        ends = self._step(st.good, st.bad, "confirming the ends")
+        if ends.label != "bad":
+            word = "could not be compared" if ends.code == EXIT_INPUT else "is not slower than"
+            return self._finish(f"nothing to bisect: BAD {st.bad[:10]} {word} GOOD {st.good[:10]} on {st.metric} "
+                                f"({ends.text() or f'exit {ends.code}'}); no commit blamed")
+        commits = st.commits
+        lo, hi = -1, len(commits) - 1  # lo: last known good (-1: GOOD itself); hi: first known bad
+        skipped: set[int] = set()
+        while True:
+            untested = [i for i in range(lo + 1, hi) if i not in skipped]
+            if not untested:
+                break
+            mid = (lo + hi) // 2
+            pick = min(untested, key=lambda i: (abs(i - mid), i))  # the midpoint, else its nearest untested neighbour
+            label = self._step(st.good, commits[pick], "testing").label
+            if label == "bad":
+                hi = pick
+            elif label == "good":
+                lo = pick
+            else:
+                skipped.add(pick)
+        return self._finish(self._verdict(lo, hi, sorted(i for i in skipped if lo < i < hi)))
+
+    def _verdict(self, lo: int, hi: int, between: list[int]) -> str:
+        st = self.state
+        first_bad = st.commits[hi]
+        last_good = st.commits[lo] if lo >= 0 else st.good
+        size = self._step(last_good, first_bad, "sizing the change")
+        lines = [f"first bad commit: {first_bad} ({st.metric}: {size.text() or 'size not measured'}, against the "
+                 f"last good commit {last_good[:10]})"]
+        if between:
+            lines.append("  or one of the skipped commits before it (they could not be tested): "
+                         + ", ".join(st.commits[i][:10] for i in between))
+        skips = [s.head[:10] for s in st.steps if s.label == "skip" and s.base == st.good]
+        if skips:
+            lines.append(f"skipped (did not build, run or decide; never blamed): {', '.join(skips)}")
+        lines.append(self._trace_diff(size))
+        return "\n".join(lines)
+
+    def _trace_diff(self, size: Comparison) -> str:
+        if not (size.base_trace and size.head_trace):
+            return "no traces around it to diff (ab jobs do not profile; `perfbench run` both commits to get them)"
+        from perfbench.profiling.diff_runs import diff_command  # noqa: PLC0415
+
+        return diff_command(Path(size.base_trace), Path(size.head_trace), self.out / "diff")
+
+
+def verdict_code(record: ABRecord, metric: str) -> tuple[int, float | None, float | None, float | None]:
+    """The ab verdicts of one metric as an exit code (any run slower: 1; every run decided otherwise: 0; else 3),
+    with the slowest run's head/base and CI."""
+    found = [per[metric] for per in record.verdicts.values() if metric in per]
+    if not found:
+        return EXIT_INCONCLUSIVE, None, None, None
+    worst = max(found, key=lambda v: v.ratio)
+    if any(v.verdict == "slower" for v in found):
+        return EXIT_FAIL, worst.ratio, worst.ci_low, worst.ci_high
+    code = EXIT_INCONCLUSIVE if any(v.verdict == "inconclusive" for v in found) else EXIT_PASS
+    return code, worst.ratio, worst.ci_low, worst.ci_high
+
+
+def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_time_s: float) -> Comparator:
+    """Each comparison a `perfbench ab` job in its own folder; a commit that cannot be checked out, built or run is
+    exit 2 (skip)."""
+
+    def compare(base: str, head: str, out: Path) -> Comparison:
+        from perfbench.run.ab import ABSettings, run_ab  # noqa: PLC0415
+
+        try:
+            run_ab(base, head, scenario, overrides, str(out), ABSettings(max_time_s=max_time_s), report=None)
+            record = read_ab_record(out)
+        except (UserError, OSError, RuntimeError, ValueError) as err:
+            return Comparison(base=base, head=head, code=EXIT_INPUT, reason=" ".join(str(err).split())[:300],
+                              folder=str(out))
+        if record.status == "interrupted":  # the ab job saved its pairs and returned 130/143: the bisect stops too
+            raise KeyboardInterrupt(record.stopped)
+        code, ratio, low, high = verdict_code(record, metric)
+        return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=low, ci_high=high, folder=str(out))
+
+    return compare
+
+
+def bisect(repo: Path, good: str, bad: str, scenario: str, metric: str, out: Path, compare: Comparator,
+           say: Callable[[str], None] = print) -> str:
+    good_sha, bad_sha, commits = first_parent_range(repo, good, bad)
+    out.mkdir(parents=True, exist_ok=True)
+    fresh = BisectState(good=good_sha, bad=bad_sha, scenario=scenario, metric=metric, commits=commits)
+    state = load_state(out / STATE_FILE, fresh)
+    if state.steps:
+        say(f"bisect: resuming {out / STATE_FILE} ({len(state.steps)} comparisons already made)")
+    return Bisect(state, compare, out, say).run()

@@ -1,0 +1,173 @@
+"""`perfbench bisect` on a real git repository with a comparator that answers from each commit's content: 16
+commits, a slowdown planted at commit 11, commit 5 broken."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfbench.errors import UserError
+from perfbench.tools.bisect import STATE_FILE, Comparison, bisect
+
+
+def _repo(path: Path, slow_from: int = 11, broken: int = 5, count: int = 16) -> list[str]:
+    """Commits 0..count-1; speed.txt holds the time a run takes (1.0, then 1.3 from `slow_from`), commit
+    `broken` adds a file that makes it fail to build."""
+    path.mkdir()
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    shas = []
+    for i in range(count):
+        (path / "speed.txt").write_text("1.3\n" if i >= slow_from else "1.0\n")
+        broken_file = path / "BROKEN"
+        if i == broken:
+            broken_file.write_text("syntax error\n")
+        else:
+            broken_file.unlink(missing_ok=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    return shas
+
+
+class FakeAB:
+    """Answers like `perfbench ab` from the commits' files: head/base of speed.txt, slower beyond 5%; a commit
+    holding BROKEN does not build (exit 2)."""
+
+    def __init__(self, repo: Path, interrupt_after: int | None = None) -> None:
+        self.repo, self.calls, self.interrupt_after = repo, [], interrupt_after
+
+    def _file(self, sha: str, name: str) -> str | None:
+        out = subprocess.run(["git", "-C", str(self.repo), "show", f"{sha}:{name}"], capture_output=True, text=True)
+        return out.stdout if out.returncode == 0 else None
+
+    def __call__(self, base: str, head: str, out: Path) -> Comparison:
+        if self.interrupt_after is not None and len(self.calls) == self.interrupt_after:
+            raise KeyboardInterrupt
+        self.calls.append((base, head))
+        if self._file(head, "BROKEN") is not None:
+            return Comparison(base=base, head=head, code=2, reason="model/ does not import")
+        ratio = float(self._file(head, "speed.txt")) / float(self._file(base, "speed.txt"))
+        code = 1 if ratio > 1.05 else 0
+        return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=ratio * 0.98, ci_high=ratio * 1.02)
+
+
+def test_it_names_commit_11_and_never_blames_the_broken_one(tmp_path):
+    shas = _repo(tmp_path / "repo")
+    fake = FakeAB(tmp_path / "repo")
+    text = bisect(tmp_path / "repo", shas[0], shas[15], "s", "tpot_ms", tmp_path / "out", fake, say=lambda _: None)
+    assert text.splitlines()[0].startswith(f"first bad commit: {shas[11]} (tpot_ms: head/base 1.300x")
+    assert fake.calls[0] == (shas[0], shas[15])  # the ends are confirmed first
+    assert fake.calls[-1] == (shas[10], shas[11])  # the size: last good against first bad
+    assert shas[5] not in text.splitlines()[0]
+
+
+def test_a_broken_commit_on_the_way_is_labelled_skip(tmp_path):
+    shas = _repo(tmp_path / "repo")
+    fake = FakeAB(tmp_path / "repo")
+    # GOOD 0, BAD 11: the first midpoint is commit 5, which does not build
+    text = bisect(tmp_path / "repo", shas[0], shas[11], "s", "tpot_ms", tmp_path / "out", fake, say=lambda _: None)
+    assert text.splitlines()[0].startswith(f"first bad commit: {shas[11]}")
+    assert f"skipped (did not build, run or decide; never blamed): {shas[5][:10]}" in text
+    state = json.loads((tmp_path / "out" / STATE_FILE).read_text())
+    labels = {s["head"]: s["code"] for s in state["steps"] if s["base"] == shas[0]}
+    assert labels[shas[5]] == 2 and labels[shas[11]] == 1
+
+
+def test_a_skipped_commit_just_before_the_first_bad_one_is_named_as_possible(tmp_path):
+    shas = _repo(tmp_path / "repo", slow_from=6, broken=5)
+    text = bisect(tmp_path / "repo", shas[0], shas[15], "s", "tpot_ms", tmp_path / "out", FakeAB(tmp_path / "repo"),
+                  say=lambda _: None)
+    assert text.splitlines()[0].startswith(f"first bad commit: {shas[6]}")
+    assert f"or one of the skipped commits before it (they could not be tested): {shas[5][:10]}" in text
+
+
+def test_a_range_without_a_change_says_so_and_blames_nothing(tmp_path):
+    shas = _repo(tmp_path / "repo")
+    fake = FakeAB(tmp_path / "repo")
+    text = bisect(tmp_path / "repo", shas[0], shas[10], "s", "tpot_ms", tmp_path / "out", fake, say=lambda _: None)
+    assert text.startswith(f"nothing to bisect: BAD {shas[10][:10]} is not slower than GOOD {shas[0][:10]}")
+    assert "no commit blamed" in text and "first bad" not in text
+    assert fake.calls == [(shas[0], shas[10])]
+
+
+def test_an_interrupted_bisect_resumes_without_repeating_a_comparison(tmp_path):
+    shas = _repo(tmp_path / "repo")
+    args = (tmp_path / "repo", shas[0], shas[15], "s", "tpot_ms", tmp_path / "out")
+    whole = FakeAB(tmp_path / "repo")
+    expected = bisect(*args[:5], tmp_path / "whole", whole, say=lambda _: None)
+    with pytest.raises(KeyboardInterrupt):
+        bisect(*args, FakeAB(tmp_path / "repo", interrupt_after=3), say=lambda _: None)
+    assert len(json.loads((tmp_path / "out" / STATE_FILE).read_text())["steps"]) == 3
+    rest = FakeAB(tmp_path / "repo")
+    assert bisect(*args, rest, say=lambda _: None) == expected
+    assert rest.calls == whole.calls[3:]
+
+
+def test_a_state_of_another_bisect_is_refused(tmp_path):
+    shas = _repo(tmp_path / "repo")
+    bisect(tmp_path / "repo", shas[0], shas[10], "s", "tpot_ms", tmp_path / "out", FakeAB(tmp_path / "repo"),
+           say=lambda _: None)
+    with pytest.raises(UserError, match="holds another bisect"):
+        bisect(tmp_path / "repo", shas[0], shas[15], "s", "tpot_ms", tmp_path / "out", FakeAB(tmp_path / "repo"),
+               say=lambda _: None)
+
+
+def test_good_must_be_an_ancestor_of_bad(tmp_path):
+    shas = _repo(tmp_path / "repo", count=4)
+    with pytest.raises(UserError, match="not an ancestor"):
+        bisect(tmp_path / "repo", shas[3], shas[1], "s", "tpot_ms", tmp_path / "out", FakeAB(tmp_path / "repo"))
+
+
+def test_the_ab_comparator_reads_one_metric_of_the_verdicts():
+    from perfbench.results.ab_record import ABRecord
+    from perfbench.tools.bisect import verdict_code
+
+    def record(*verdicts: tuple[float, str]) -> ABRecord:
+        return ABRecord.model_validate({"verdicts": {f"r{i}": {
+            "tpot_ms": {"ratio": r, "ci_low": r - 0.01, "ci_high": r + 0.01, "verdict": v},
+            "ttft_ms": {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "verdict": "slower"}}
+            for i, (r, v) in enumerate(verdicts)}})
+
+    assert verdict_code(record((1.0, "same"), (1.2, "slower")), "tpot_ms")[:2] == (1, 1.2)
+    assert verdict_code(record((1.0, "same"), (0.9, "faster")), "tpot_ms")[0] == 0  # TTFT slower: not asked
+    assert verdict_code(record((1.0, "same"), (1.02, "inconclusive")), "tpot_ms")[0] == 3
+    assert verdict_code(record((1.0, "same")), "compile_s")[0] == 3
+
+
+def test_the_command_runs_ab_jobs_through_run_ab_and_reads_their_verdicts(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from perfbench.cli import main
+
+    shas = _repo(tmp_path / "repo")
+    fake = FakeAB(tmp_path / "repo")
+    calls = []
+
+    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+        calls.append((base, head, scenario, settings.max_time_s))
+        answer = fake(base, head, Path(out_dir))
+        if answer.code == 2:
+            raise UserError(f"{head[:10]}: {answer.reason}")
+        Path(out_dir).mkdir(parents=True)
+        verdict = "slower" if answer.code == 1 else "same"
+        (Path(out_dir) / "ab.json").write_text(json.dumps({"verdicts": {"r1": {"tpot_ms": {
+            "ratio": answer.ratio, "ci_low": answer.ci_low, "ci_high": answer.ci_high, "pairs": 30,
+            "verdict": verdict}}}}))
+        return answer.code
+
+    monkeypatch.setattr("perfbench.run.ab.run_ab", fake_run_ab)
+    monkeypatch.chdir(tmp_path / "repo")
+    result = CliRunner().invoke(main, ["bisect", shas[0], shas[11], "--out", str(tmp_path / "out"),
+                                       "--max-time", "60"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"first bad commit: {shas[11]} (tpot_ms: head/base 1.300x [1.274, 1.326]")
+    assert f"never blamed): {shas[5][:10]}" in result.stdout
+    assert calls[0] == (shas[0], shas[11], None, 60.0)
+    state = json.loads((tmp_path / "out" / STATE_FILE).read_text())
+    broken = next(s for s in state["steps"] if s["head"] == shas[5])
+    assert broken["code"] == 2 and "model/ does not import" in broken["reason"]
