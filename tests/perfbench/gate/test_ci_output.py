@@ -15,7 +15,7 @@ from perfbench.results import RunPlan, RunResult, RunSpec, write_results
 
 AB_RECORD = {
     "kind": "perfbench ab", "scenario": "ci_smoke", "emulation": None, "base": {"ref": "main", "sha": "a" * 40},
-    "head": {"ref": "HEAD", "sha": "b" * 40, "dirty": True}, "exit_code": 1, "a_later_field": {"x": 1},
+    "head": {"ref": "HEAD", "sha": "b" * 40, "dirty": True}, "exit_code": 1,
     "verdicts": {"r1": {"ttft_ms": {"ratio": 1.12, "ci_low": 1.08, "ci_high": 1.16, "pairs": 20, "processes": 3,
                                     "band": 0.03, "verdict": "slower"},
                         "tpot_ms": {"ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "pairs": 20, "processes": 3,
@@ -40,7 +40,7 @@ def test_gate_appends_the_summary_and_writes_junit_and_the_comment(tmp_path):
     summary = tmp_path / "step_summary.md"
     summary.write_text("# earlier step\n")
     junit, comment = tmp_path / "junit.xml", tmp_path / "comment.md"
-    result = CliRunner().invoke(main, ["gate", "--baseline", str(base), "--current", str(slow), "--junit", str(junit),
+    result = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(slow), "--junit", str(junit),
                                        "--comment", str(comment)], env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert result.exit_code == 1, result.output
     text = summary.read_text()
@@ -53,7 +53,7 @@ def test_gate_appends_the_summary_and_writes_junit_and_the_comment(tmp_path):
     assert [c.get("name") for c in failed] == ["tpot_ms [r1]"]
     assert "tpot_ms [r1]" in comment.read_text() and "1 regression" in comment.read_text()
 
-    again = CliRunner().invoke(main, ["gate", "--baseline", str(base), "--current", str(same), "--junit", str(junit),
+    again = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(same), "--junit", str(junit),
                                       "--comment", str(comment)], env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert again.exit_code in (0, 3), again.output
     assert not comment.exists()  # nothing regressed: no comment, and the stale one is gone
@@ -64,7 +64,7 @@ def test_gate_appends_the_summary_and_writes_junit_and_the_comment(tmp_path):
 def test_gate_without_the_variable_writes_no_summary(tmp_path, monkeypatch):
     base, slow, _ = _folders(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    result = CliRunner().invoke(main, ["gate", "--baseline", str(base), "--current", str(slow)])
+    result = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(slow)])
     assert result.exit_code == 1 and "step summary" not in result.output
 
 

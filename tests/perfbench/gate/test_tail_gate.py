@@ -55,7 +55,7 @@ def test_tail_and_compile_rules_pass_a_folder_against_itself_and_fail_a_slower_t
     rules.write_text(RULES)
 
     def gate(current: str) -> tuple[int, str]:
-        result = CliRunner().invoke(main, ["gate", "--baseline", str(tmp_path / "base"), "--current",
+        result = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(tmp_path / "base"), "--current",
                                            str(tmp_path / current), "--rules", str(rules)])
         return result.exit_code, result.output
 

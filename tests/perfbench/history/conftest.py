@@ -33,7 +33,8 @@ def blocked_run(run_id: str, on: tuple[str, ...], ttft: float, tpot: float, env:
                                   block_group="g" if blocks else ""),
                      plan=plan, samples={"ttft_ms": [ttft * d for d in DRIFT], "tpot_ms": [tpot * d for d in DRIFT]},
                      summary={"compile_s": 1.5, "first_ttft_ms": ttft * 3},
-                     blocks={"group": "g", "process": "p1", "index": list(range(len(DRIFT)))} if blocks else {},
+                     blocks={"group": "g", "process": "p1", "index": list(range(len(DRIFT))),
+                             "epoch": [i // 5 for i in range(len(DRIFT))]} if blocks else {},
                      env=env, started_at="2026-12-01T10:00:00+00:00")
 
 

@@ -115,7 +115,7 @@ def test_op_families_and_ab_verdicts_are_stored(tmp_path, sweep):
     ab = sweep(tmp_path / "ab", sha="b" * 40)
     (ab / "ab.json").write_text(json.dumps({
         "kind": "perfbench ab", "scenario": "syn", "emulation": None, "base": {"ref": "main", "sha": "c" * 40},
-        "head": {"ref": "HEAD", "sha": "b" * 40, "dirty": False}, "exit_code": 1, "future_field": [1, 2],
+        "head": {"ref": "HEAD", "sha": "b" * 40, "dirty": False}, "exit_code": 1,
         "verdicts": {"gdr": {"ttft_ms": {"ratio": 1.12, "ci_low": 1.08, "ci_high": 1.16, "pairs": 20,
                                          "processes": 3, "band": 0.03, "verdict": "slower"}}}}))
     snaps = [snapshot(folder, tmp_path), snapshot(ab, tmp_path)]
