@@ -30,6 +30,7 @@ caches) and report.html. `perfbench gate --current DIR` reads it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -42,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from perfbench.analysis import paired
 from perfbench.errors import UserError
@@ -129,27 +130,39 @@ class Worker:
                                            pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
-        self.reply: IO[str] = os.fdopen(read_fd, "r")
+        self.reply_fd = read_fd
+        self.pending = b""  # bytes read after the last complete line: one read can bring several answers
+        self.lines: collections.deque[str] = collections.deque()
+
+    def _fill(self, deadline: float) -> bool:
+        """Read what the worker wrote, until a whole line is there; False at end of file."""
+        while not self.lines:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer by the --max-time deadline; see {self.log_path}")
+            ready, _, _ = select.select([self.reply_fd], [], [], min(left, 1.0))
+            if not ready:
+                if self.proc.poll() is not None:
+                    return False
+                continue
+            data = os.read(self.reply_fd, 1 << 16)
+            if not data:
+                return False
+            *complete, self.pending = (self.pending + data).split(b"\n")
+            self.lines.extend(line.decode() for line in complete if line.strip())
+        return True
 
     def answer(self, deadline: float) -> dict[str, Any]:
-        """The next answer; ArmFailed on an error, a lost worker or the deadline."""
-        while True:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.reply], [], [], min(max(left, 0.0), 1.0))
-            if ready:
-                line = self.reply.readline()
-                if line.strip():
-                    answer = json.loads(line)
-                    if "error" in answer:
-                        last = answer["error"].strip().splitlines()[-1]
-                        arm = answer.get("arm")
-                        raise ArmFailed(f"{arm or 'the'} arm: {last} (log: {self.log_path})", arm,
-                                        answer.get("stage") or "benchmark")
-                    return answer
-            if self.proc.poll() is not None or (ready and not line):
-                raise ArmFailed(f"the worker ended (exit {self.proc.poll()}); see {self.log_path}", None, "benchmark")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no answer by the --max-time deadline; see {self.log_path}")
+        """The next answer; ArmFailed on an error or a lost worker, TimeoutError at the deadline."""
+        if not self._fill(deadline):
+            raise ArmFailed(f"the worker ended (exit {self.proc.poll()}); see {self.log_path}", None, "benchmark")
+        answer = json.loads(self.lines.popleft())
+        if "error" in answer:
+            last = answer["error"].strip().splitlines()[-1]
+            arm = answer.get("arm")
+            raise ArmFailed(f"{arm or 'the'} arm: {last} (log: {self.log_path})", arm,
+                            answer.get("stage") or "benchmark")
+        return answer
 
     def send(self, command: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -164,7 +177,7 @@ class Worker:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         stop_group(self.proc)
-        self.reply.close()
+        os.close(self.reply_fd)
 
 
 def clusters(pairs: list[ABPair], run_id: str, metric: str) -> dict[int, tuple[list[float], list[float]]]:
