@@ -160,8 +160,9 @@ def main() -> None:
          size5 >= 0.045 and all(slower("plant5", m) >= 8 for m in METRICS)),
         ("each trial at most 120 s", bool(walls) and max(walls) <= 120),
     ]
-    for text, ok in targets:
-        print(f"{'PASS' if ok else 'FAIL'} {text}")
+    planned = (args.aa, args.null, args.plant5, args.plant15) == (30, 10, 10, 10)
+    for text, ok in targets:  # the targets are for the planned counts; a pilot with fewer trials judges none
+        print(f"{('PASS' if ok else 'FAIL') if planned else 'not judged (pilot counts)'}: {text}")
 
 
 if __name__ == "__main__":

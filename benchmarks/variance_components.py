@@ -78,8 +78,8 @@ def components(jobs: list[dict[int, np.ndarray]]) -> dict[str, float]:
     tau_cluster2 = max(float(np.mean(between)) - s2 / n, 0.0) if between else float("nan")
     job_means = np.array([m.mean() for m in cluster_means])
     g = float(np.mean([m.size for m in cluster_means]))
-    tau_job2 = (max(float(job_means.var(ddof=1)) - (tau_cluster2 + s2 / n) / g, 0.0) if job_means.size >= 2
-                else float("nan"))
+    within_job = (tau_cluster2 if np.isfinite(tau_cluster2) else 0.0) + s2 / n  # one cluster a job: no tau_cluster
+    tau_job2 = max(float(job_means.var(ddof=1)) - within_job / g, 0.0) if job_means.size >= 2 else float("nan")
     return {"s": s2 ** 0.5, "tau_cluster": tau_cluster2 ** 0.5, "tau_job": tau_job2 ** 0.5,
             "pairs_per_cluster": n, "clusters_per_job": g, "jobs": len(jobs)}
 

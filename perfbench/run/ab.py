@@ -50,6 +50,7 @@ from perfbench.errors import UserError
 from perfbench.lifecycle import exit_code_of, interrupt_line, sigterm_raises
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec, atomic_write_json, write_results
 from perfbench.results.ab_record import AB_FILE, ABArm, ABLook, ABPair, ABRecord, ABVerdict
+from perfbench.results.env_allowlist import torch_copied_credentials
 from perfbench.roofline.peaks import cache_dir
 from perfbench.run.arms import Arm, ArmSet, check_out, repository_of
 from perfbench.run.environment import emulation_label
@@ -114,6 +115,8 @@ class Worker:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
+        for name in torch_copied_credentials(env):  # torch would write them into its compile cache
+            del env[name]
         if overlay is not None:  # one arm: its model/ first on sys.path
             env["PYTHONPATH"] = os.pathsep.join([str(overlay), *filter(None, [env.get("PYTHONPATH")])])
         # one inductor cache for every ab job of this user: entries are keyed by the graph, so both arms and every

@@ -66,13 +66,13 @@ def written_files(*roots: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The compiled run into a plain and into a spaced --out, a baseline of the latter and a verify bundle, all
-    with the credentials set."""
+    """The compiled run into a plain and into a spaced --out, a baseline of the latter, an A/A `ab` job and a
+    verify bundle, all with the credentials set."""
     root = tmp_path_factory.mktemp("e2e")
     scenario = root / "compiled.yaml"
     scenario.write_text(json.dumps(COMPILED))
     paths = {"plain": root / "plain", "spaced": root / SPACE_DIR, "baseline": root / "baseline",
-             "verify": root / "verify" / "bundle", "cache": root / "cache"}
+             "verify": root / "verify" / "bundle", "cache": root / "cache", "ab": root / "ab"}
     with pytest.MonkeyPatch.context() as mp:
         for name, value in CREDENTIALS.items():
             mp.setenv(name, value)
@@ -83,6 +83,9 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             assert result.exit_code == 0, result.output[-4000:]
         saved = CliRunner().invoke(main, ["baseline", "save", str(paths["spaced"]), str(paths["baseline"])])
         assert saved.exit_code == 0, saved.output
+        ab = CliRunner().invoke(main, ["ab", "HEAD", "HEAD", "--scenario", str(scenario), "--max-time", "30",
+                                       "--no-report", "--out", str(paths["ab"])])
+        assert ab.exit_code in (0, 3), ab.output[-4000:]
         env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR.absolute()), "OMP_NUM_THREADS": "1"}
         env.pop("PERFBENCH_VERIFY_FAULT", None)
         verify = subprocess.run([sys.executable, "-m", "perfbench.cli", "verify", "--emulate-npu", "910b", "--quick",
@@ -100,10 +103,12 @@ class TestCredentials:
         archive = sweeps["verify"].with_name("bundle.tar.gz")
         with tarfile.open(archive) as tar:
             tar.extractall(tmp_path, filter="data")
-        files = written_files(sweeps["plain"], sweeps["spaced"], sweeps["baseline"], sweeps["verify"], tmp_path)
+        files = written_files(sweeps["plain"], sweeps["spaced"], sweeps["baseline"], sweeps["verify"], tmp_path,
+                              sweeps["ab"], sweeps["cache"])
         names = {p.name for p in files}
         assert {"results.jsonl", "results.csv", "report.html", "baseline.json", "summary.json", "summary.md",
-                "environment.json"} <= names and any(p.suffix == ".csv" and p.parent.name == "report" for p in files)
+                "environment.json", "ab.json"} <= names
+        assert any(p.suffix == ".csv" and p.parent.name == "report" for p in files)
         for path in [*files, sweeps["verify_stdout"]]:
             assert SECRET.encode() not in path.read_bytes(), path
 

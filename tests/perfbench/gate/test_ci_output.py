@@ -40,8 +40,9 @@ def test_gate_appends_the_summary_and_writes_junit_and_the_comment(tmp_path):
     summary = tmp_path / "step_summary.md"
     summary.write_text("# earlier step\n")
     junit, comment = tmp_path / "junit.xml", tmp_path / "comment.md"
-    result = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(slow), "--junit", str(junit),
-                                       "--comment", str(comment)], env={"GITHUB_STEP_SUMMARY": str(summary)})
+    result = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(slow),
+                                       "--junit", str(junit), "--comment", str(comment)],
+                                      env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert result.exit_code == 1, result.output
     text = summary.read_text()
     assert text.startswith("# earlier step\n") and "## perfbench gate: FAIL" in text
@@ -53,8 +54,9 @@ def test_gate_appends_the_summary_and_writes_junit_and_the_comment(tmp_path):
     assert [c.get("name") for c in failed] == ["tpot_ms [r1]"]
     assert "tpot_ms [r1]" in comment.read_text() and "1 regression" in comment.read_text()
 
-    again = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(same), "--junit", str(junit),
-                                      "--comment", str(comment)], env={"GITHUB_STEP_SUMMARY": str(summary)})
+    again = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(same),
+                                      "--junit", str(junit), "--comment", str(comment)],
+                                      env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert again.exit_code in (0, 3), again.output
     assert not comment.exists()  # nothing regressed: no comment, and the stale one is gone
     assert summary.read_text().count("## perfbench gate") == 2
