@@ -210,6 +210,11 @@ def clusters_needed(interval: LogInterval, clusters: int, band: float, margin: f
     return high
 
 
+def _ratio(log_value: float) -> float:
+    """exp, unbounded past the largest float: a wide interval at 99.9% over two clusters can reach e^1000."""
+    return math.exp(log_value) if log_value < 709.0 else math.inf
+
+
 def paired_ratio(clusters: Mapping[object, tuple[Sequence[float], Sequence[float]]], band: float = DEFAULT_BAND,
                  margin: float = DEFAULT_MARGIN, level: float = CI_LEVEL) -> PairedRatio | None:
     """after / before over paired samples, `clusters` mapping a cluster (an epoch, a process) to its aligned
@@ -226,7 +231,7 @@ def paired_ratio(clusters: Mapping[object, tuple[Sequence[float], Sequence[float
     else:
         interval = interval_over_clusters([cluster_estimate(x) for x in logs])
     low, high = interval.bounds(level)
-    value, lo, hi = math.exp(interval.center), math.exp(low), math.exp(high)
+    value, lo, hi = _ratio(interval.center), _ratio(low), _ratio(high)
     decides = interval.df >= 1 and len(logs) >= MIN_CLUSTERS
     verdict = decide(lo, hi, band, margin) if decides else INCONCLUSIVE
     needed = clusters_needed(interval, len(logs), band, margin, level) if verdict == INCONCLUSIVE else None

@@ -218,3 +218,10 @@ def test_ratio_of_intervals_by_hand():
     assert p == pytest.approx(float(scipy_stats.t.sf(0.3 / (math.sqrt(2) * 0.1 / 2.7764), 8)), rel=1e-3)
     # one cluster on a side: no spread known, never significant
     assert paired.ratio_of_intervals((1.0, 0.9, 1.1, 1), second)[1] == 1.0
+
+
+def test_an_interval_beyond_the_largest_float_is_unbounded_not_an_error():
+    # two clusters 1000x apart judged at 99.9% (t(0.9995, 1) = 636.6): the upper bound is e^(~2200)
+    ratio = paired.paired_ratio({"a": ([1.0] * 3, [1.0] * 3), "b": ([1.0] * 3, [1000.0] * 3)}, level=0.999)
+    assert ratio.high == math.inf and ratio.low == 0.0 and ratio.verdict == paired.INCONCLUSIVE
+    assert ratio.speedup()[1] == 0.0 and ratio.speedup()[2] == math.inf
