@@ -58,7 +58,7 @@ def _graphs_compiled() -> int:
 
 def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path], reply: IO[str]) -> int:
     from perfbench.run.arm_modules import ProcessState, RestorableState, load_arm  # noqa: PLC0415
-    from perfbench.run.epochs import Relocator  # noqa: PLC0415
+    from perfbench.run.epochs import Relocator, relocatable  # noqa: PLC0415
     from perfbench.run.host_probe import HostProbe  # noqa: PLC0415
 
     _allow_a_graph_per_run(2 * len(specs))
@@ -83,7 +83,8 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
         shown = "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
         _send(reply, {"fallback": f"the arms leave process-global state differently ({shown})"})
         return 0
-    relocators = {name: [Relocator(p.model, hash((name, rid)) & 0xFFFF) for rid, p in runs.items()]
+    relocators = {name: [Relocator(p.model, hash((name, rid)) & 0xFFFF) for rid, p in runs.items()
+                         if relocatable(p.spec.device, "graph_mode" in p.result.plan.effective_on())]
                   for name, runs in prepared.items()}
     probe = HostProbe(specs[0].seed) if specs and specs[0].device == "cpu" else None
     _send(reply, {"ready": {name: {rid: p.result.plan.to_dict() for rid, p in runs.items()}

@@ -32,7 +32,7 @@ from model.backend import synchronize
 from perfbench.analysis import paired
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec
 from perfbench.run import failure_kinds
-from perfbench.run.epochs import Relocator
+from perfbench.run.epochs import Relocator, relocatable
 from perfbench.run.host_probe import HostProbe
 from perfbench.run.measure import (
     HostWatch,
@@ -169,7 +169,8 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
     spec = first.spec
     rng = random.Random(f"{spec.seed}-{spec.round}-{spec.block_group}")
     probe = HostProbe(spec.seed) if first.model.device.type == "cpu" else None
-    relocators = [Relocator(r.prepared.model, rng.randrange(2**31)) for r in runs]
+    relocators = [Relocator(r.prepared.model, rng.randrange(2**31)) for r in runs
+                  if relocatable(r.prepared.spec.device, "graph_mode" in r.prepared.result.plan.effective_on())]
     probe_ms: list[float] = []
     watch = HostWatch.start()
     start = time.perf_counter()

@@ -20,6 +20,14 @@ FIRST_SPACER_BYTES = 1 << 21  # up to one 2 MB huge page
 SPACER_BYTES = 1 << 12  # up to one 4 KB page between tensors
 
 
+def relocatable(device: str, graph_mode: bool) -> bool:
+    """Whether a model's weights may move between epochs: on CPU (inductor takes the weights as graph inputs), and
+    eager on an accelerator. A captured accelerator graph may hold the weights' addresses (torchair's
+    frozen_parameter on NPU, CUDA graphs' static inputs): moving them would make it replay on freed memory, or
+    record again every epoch, so those runs keep their layout (one sample per process, as before epochs)."""
+    return device == "cpu" or not graph_mode
+
+
 class Relocator:
     """Moves one model's weights to fresh storage each epoch; holds the spacers of the current epoch."""
 
