@@ -302,12 +302,14 @@ def test_a_commit_against_itself_is_never_called_slower(tmp_path: Path) -> None:
 @pytest.mark.npu_emulated
 @pytest.mark.slow
 def test_ab_runs_the_npu_code_paths_under_the_emulator_and_says_so(tmp_path: Path) -> None:
-    # the verdict is not the question here (it runs with the parallel tests): the arms take the NPU plan (fused
-    # ops bound to emulated torch_npu calls) in one process, and every result says it is emulated
+    # the verdict is not the question here: it runs with the parallel tests, beside another test's processes on two
+    # cores, and any verdict may come (one CI run saw TPOT 1.30x "slower" over 4 epochs); what is asserted is that
+    # the arms take the NPU plan (fused ops bound to emulated torch_npu calls) in one process, the job ends with a
+    # verdict's exit code, and every result says it is emulated
     args = [sys.executable, "-m", "perfbench.cli", "ab", "HEAD", "--emulate-npu", "910b", *TINY, "--max-time", "40",
             "--set", "perfbench.toggles.fused_rmsnorm=true", "--out", str(tmp_path / "npu")]
     done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode in (0, 3), done.stderr[-3000:]
+    assert done.returncode in (0, 1, 3), done.stderr[-3000:]
     assert "emulated npu (910b): CPU timings" in done.stdout
     record = read_ab_record(tmp_path / "npu")
     assert record.emulation == "emulated npu (910b)" and record.mode == "one process"
