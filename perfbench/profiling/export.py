@@ -21,11 +21,11 @@ modified.
 from __future__ import annotations
 
 import gzip
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
@@ -70,7 +70,7 @@ def _ns(value: Any) -> int:
 
 
 def _us(ns: int) -> float:
-    return round(ns / 1000.0, 3)
+    return ns / 1000.0  # the nearest float to the exact decimal µs, as round(..., 3) would give, at a tenth the cost
 
 
 def _used_pids(events: Iterable[Mapping[str, Any]]) -> set[Any]:
@@ -344,7 +344,8 @@ def export_trace(path: Path | str, out: Path | str, findings: list[Finding] | No
         raise UserError(f"{out}: the export breaks the chrome trace format ({problems[0]}); please report it")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8") as handle:
-        json.dump(data, handle, separators=(",", ":"), allow_nan=False)
+    # orjson and a middle compression level: the stdlib's streaming encoder and gzip -9 took ~20 s for one run's
+    # 50 MB trace on a 2-core VM, more than the run's timing itself
+    tmp.write_bytes(gzip.compress(orjson.dumps(data), compresslevel=5))
     tmp.replace(out)
     return summary.model_copy(update={"out": str(out), "perfbench_events": len(extra)})

@@ -24,6 +24,8 @@ from perfbench.run.iteration import Workload, run_iteration
 if TYPE_CHECKING:
     import pandas as pd
 
+    from perfbench.profiling.loading import LoadedTrace
+
 
 def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
                       cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
@@ -82,7 +84,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             record["emulation"] = emulation
         if roofline_error:
             record["roofline_error"] = roofline_error
-        record.update(export_for_viewers(capture.paths[0], run_dir, prefer, emulation))
+        record.update(export_for_viewers(capture.paths[0], run_dir, prefer, emulation, loaded))
         states = {name: decision.state for name, decision in model.plan.decisions.items()}
         # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
         variants = {"chunk_gdr": model.plan.gdr_variant} if model.plan.gdr_variant else None
@@ -103,13 +105,14 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
 EXPORT_PATH = Path("trace") / "export" / "trace.json.gz"  # beside the raw profiler output, never inside it
 
 
-def export_for_viewers(source: Path, run_dir: Path, prefer: str | None, emulation: str | None) -> dict[str, str]:
+def export_for_viewers(source: Path, run_dir: Path, prefer: str | None, emulation: str | None,
+                       loaded: LoadedTrace) -> dict[str, str]:
     """The run's normalized chrome trace for Perfetto (docs/trace_analysis.md 3): `{"export": path}`, or
     `{"export_error": why}`; the raw profiler output is read, never changed."""
     from perfbench.profiling.export import export_trace  # noqa: PLC0415
 
     try:
-        export_trace(source, run_dir / EXPORT_PATH, prefer=prefer, emulation=emulation)
+        export_trace(source, run_dir / EXPORT_PATH, prefer=prefer, trace=loaded, emulation=emulation)
     except Exception:  # noqa: BLE001 - a viewer's copy is extra; the tables and timings stand
         return {"export_error": traceback.format_exc(limit=2)}
     return {"export": str(EXPORT_PATH)}
