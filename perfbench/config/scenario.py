@@ -180,6 +180,13 @@ class MeasureSection(Section):
     profile_export_type: Literal["text", "db"] = Field(
         "text", description="what the torch_npu profiler writes on npu (its export_type): text (kernel_details.csv, "
         "trace_view.json, ...) or db (ascend_pytorch_profiler_{rank}.db, SQLite); cpu and cuda write a chrome trace")
+    profile_decode_steps: PositiveInt | None = Field(
+        None, description="decode steps in the profiled iteration (its prefill, then this many); null: the "
+        "workload's output_len. Per-step tables are per step either way; fewer steps make a smaller trace")
+    trace_export: bool | None = Field(
+        None, description="write each profiled run's normalized chrome trace (trace/export/trace.json.gz, for "
+        "Perfetto); null: on npu only, whose trace_view.json Perfetto mis-nests (a CPU or CUDA Kineto trace opens "
+        "as it is); `perfbench trace RUN --export OUT` writes one on demand")
     numerics_check: bool = Field(True, description="compare logits and tokens against the all-off reference")
 
     @model_validator(mode="after")

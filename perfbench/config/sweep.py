@@ -234,6 +234,8 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
                 max_time_s=None if measure.iterations else measure.max_time_s,
                 target_rel_ci=None if measure.iterations else measure.target_rel_ci, profile=bool(measure.profile),
                 profile_export_type=measure.profile_export_type, numerics_check=measure.numerics_check,
+                profile_decode_steps=measure.profile_decode_steps,
+                trace_export=measure.trace_export if measure.trace_export is not None else device == "npu",
                 timeout_s=measure.timeout_s,
                 env={**pb.env, **combo.env}, expected_plan={n: d.state for n, d in plan.decisions.items()})
             seen[key] = PlannedRun(spec, plan, combo.label)

@@ -118,6 +118,7 @@ class TraceRecord(Record):
     dir: str | None = None  # relative to the run folder
     tables: list[str] = Field(default_factory=list)
     decode_ops_per_step: float | None = None
+    decode_steps: int | None = None  # decode steps of the profiled iteration (fewer than timed: profile_decode_steps)
     op_counts_per_decode_step: dict[str, float] = Field(default_factory=dict)
     layer_scopes: bool | None = None  # False: graph mode, no per-layer scopes in the trace
     mode: str | None = None  # the execution mode measured: eager, inductor, cuda_graphs, ge_graph, npugraph_ex

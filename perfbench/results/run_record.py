@@ -93,6 +93,8 @@ class RunSpec(BaseModel):
     profile: bool = True
     # the NPU profiler's export: "text", or "db" (its ascend_pytorch_profiler_{rank}.db is then what is read)
     profile_export_type: Literal["text", "db"] = "text"
+    profile_decode_steps: int | None = None  # decode steps of the profiled iteration (None: output_len)
+    trace_export: bool = False  # a normalized chrome trace beside the raw one (trace/export/trace.json.gz)
     numerics_check: bool = True
     timeout_s: float = 600.0
     env: dict[str, str] = Field(default_factory=dict)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
                       cache: Qwen3_5MoeCache, workload: Workload, run_dir: Path, spec: RunSpec,
                       caps: Capabilities) -> dict[str, object]:
-    """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal."""
+    """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal.
+    The iteration decodes `spec.profile_decode_steps` tokens where set (a smaller trace), else the workload's."""
     from perfbench.config.execution_mode import execution_mode  # noqa: PLC0415
     from perfbench.profiling import capture_trace, load_trace  # noqa: PLC0415
     from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
@@ -50,6 +52,9 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     # compiles with fullgraph=True, so a recompile past dynamo's limit or a graph break raises (recorded below as
     # the trace's error) instead of running eagerly; `check_mode` confirms the replays from the trace itself.
     mode = execution_mode(model.plan.device, model.plan.on("graph_mode"), model.plan.exe_mode)
+    if spec.profile_decode_steps is not None:
+        # output_len counts the prefill's token too: n decode steps make n + 1 tokens
+        workload = replace(workload, output_len=min(workload.output_len, spec.profile_decode_steps + 1))
     emulation = emulation_label()
     try:
         # the plan's device: an emulated npu keeps tensors on the CPU but profiles through torch_npu.profiler
@@ -84,7 +89,9 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
             record["emulation"] = emulation
         if roofline_error:
             record["roofline_error"] = roofline_error
-        record.update(export_for_viewers(capture.paths[0], run_dir, prefer, emulation, loaded))
+        record["decode_steps"] = workload.output_len - 1
+        if spec.trace_export:
+            record.update(export_for_viewers(capture.paths[0], run_dir, prefer, emulation, loaded))
         states = {name: decision.state for name, decision in model.plan.decisions.items()}
         # the plan's device: an emulated npu runs on CPU tensors but records the npu ops
         variants = {"chunk_gdr": model.plan.gdr_variant} if model.plan.gdr_variant else None

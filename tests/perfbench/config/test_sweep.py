@@ -166,3 +166,20 @@ def test_profile_export_type_reaches_the_run_spec_and_db_needs_an_npu():
     with pytest.raises(UserError, match=r"profile_export_type: db is the torch_npu profiler's export and the "
                                         r"runs go to cpu here \(device auto\)"):
         plan_sweep(auto_on_cpu, CPU)
+
+
+def test_the_trace_export_is_on_for_npu_by_default_and_follows_the_setting():
+    """A CPU or CUDA Kineto trace opens in Perfetto as it is; torch_npu's trace_view.json needs the normalized
+    copy (docs/trace_analysis.md): so the default differs by device, and the setting overrides it."""
+    npu = Capabilities(device="npu", device_name="(not present here)")
+    on_npu = plan_sweep(scenario({"design": "none"}, device="npu"), npu, device_present=False).specs()
+    assert [s.trace_export for s in on_npu] == [True]
+    assert plan_sweep(scenario({"design": "none"}), CPU).specs()[0].trace_export is False
+    asked = plan_sweep(scenario({"design": "none"}, measure={"trace_export": True}), CPU).specs()[0]
+    assert asked.trace_export is True
+
+
+def test_profile_decode_steps_reaches_the_run_spec():
+    spec = plan_sweep(scenario({"design": "none"}, measure={"profile_decode_steps": 4}), CPU).specs()[0]
+    assert spec.profile_decode_steps == 4
+    assert plan_sweep(scenario({"design": "none"}), CPU).specs()[0].profile_decode_steps is None
