@@ -33,6 +33,12 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except USER_ERRORS as err:
             click.echo(f"error: {err}", err=True)
             sys.exit(2)
+        except ModuleNotFoundError as err:
+            if err.name != "torch":  # a missing module of perfbench's own is a bug: its traceback says where
+                raise
+            click.echo("error: torch is not installed: `pip install torch==2.13.0` (the CPU build; on an NPU "
+                       "machine the torch that torch_npu names)", err=True)
+            sys.exit(2)
         except OSError as err:
             click.echo(f"error: {os_error_line(err)}", err=True)
             sys.exit(2)

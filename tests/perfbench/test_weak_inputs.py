@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,14 @@ class TestWeakCases:
         assert "A and B come from different devices (A: a CPU (host ops only); B: an Ascend NPU)" in flat
         same = CliRunner().invoke(main, ["diff", str(cpu), str(cpu), "--out", str(tmp_path / "s")])
         assert same.exit_code == 0 and "different devices" not in same.output
+
+
+def test_a_machine_without_torch_gets_one_line_naming_the_install(tmp_path: Path) -> None:
+    # torch blocked in a fresh interpreter (None in sys.modules makes `import torch` fail as if not installed)
+    code = ("import sys; sys.modules['torch'] = None; from perfbench.cli import main; "
+            f"main(['run', 'ci_smoke', '--out', {str(tmp_path / 'out')!r}])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: torch is not installed: `pip install torch==2.13.0` (the CPU build; on an NPU machine the torch "
+        "that torch_npu names)"]
