@@ -38,7 +38,7 @@ def main() -> int:
     parser.add_argument("--out", default="/tmp/crossover-grid")
     args = parser.parse_args()
     out = Path(args.out)
-    overrides = ["perfbench.measure.iterations=null", "perfbench.measure.max_time_s=10"]
+    overrides: list[str] = []  # points are timed as `perfbench crossover` times them (run/crossover.py POINT_MEASURE)
 
     search = check_search(args.scenario, args.toggle, args.over, args.range, [], args.points, overrides)
     start = time.perf_counter()

@@ -70,9 +70,18 @@ def parse_range(text: str | None, default: tuple[int, int]) -> tuple[int, int]:
     return low, high
 
 
+# How a point is timed unless --set says otherwise: adaptive blocks of at least 3 epochs (the clusters of the
+# speed-up's t interval; a fixed count of 5 iterations, as a smoke scenario sets, is one epoch and never decides),
+# until decided at a planned look, at most 8 epochs or 5 s of timing per plan; no numerics check (speed only).
+POINT_MEASURE = ["perfbench.measure.iterations=null", "perfbench.measure.min_iterations=15",
+                 "perfbench.measure.max_iterations=40", "perfbench.measure.max_time_s=5",
+                 "perfbench.measure.target_rel_ci=0.03", "perfbench.measure.numerics_check=false"]
+
+
 def point_overrides(search: CrossoverSearch, x: int) -> list[str]:
-    """The --set overrides of one point's sweep: its shape, the two plans, no trace (speed only)."""
-    return [*search.overrides, AXES[search.axis].format(x=x), "perfbench.sweep.design=explicit",
+    """The --set overrides of one point's sweep: its timing (POINT_MEASURE, then the user's --set), its shape,
+    the two plans, no trace (speed only)."""
+    return [*POINT_MEASURE, *search.overrides, AXES[search.axis].format(x=x), "perfbench.sweep.design=explicit",
             f"perfbench.sweep.runs=[{{{search.toggle}: false}}, {{{search.toggle}: true}}]",
             "perfbench.measure.profile=false"]
 

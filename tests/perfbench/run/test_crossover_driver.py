@@ -14,9 +14,18 @@ from click.testing import CliRunner
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.crossover import SpeedupPoint
 from perfbench.cli import main
+from perfbench.config.scenario import load_scenario
 from perfbench.report.crossover import write_crossover_page
 from perfbench.results import RunPlan, RunResult, RunSpec
-from perfbench.run.crossover import check_search, point_overrides, point_speedups, roofline_prior, run_search
+from perfbench.run.blocks import EPOCH_BLOCKS
+from perfbench.run.crossover import (
+    POINT_MEASURE,
+    check_search,
+    point_overrides,
+    point_speedups,
+    roofline_prior,
+    run_search,
+)
 from tests.cli_helpers import one_error_line
 
 TOGGLE = "fused_attention"
@@ -86,10 +95,20 @@ def test_point_speedups_are_without_over_with() -> None:
 def test_a_point_sweeps_the_two_plans_at_its_shape_without_a_trace() -> None:
     search = check_search("ci_smoke", TOGGLE, "batch", None, [1.1], 6, ["perfbench.seed=3"])
     assert (search.lo, search.hi, search.thresholds) == (1, 64, [1.0, 1.1])
-    assert point_overrides(search, 8) == ["perfbench.seed=3", "perfbench.workload.batch_sizes=[8]",
+    assert point_overrides(search, 8) == [*POINT_MEASURE, "perfbench.seed=3", "perfbench.workload.batch_sizes=[8]",
                                           "perfbench.sweep.design=explicit",
                                           "perfbench.sweep.runs=[{fused_attention: false}, {fused_attention: true}]",
                                           "perfbench.measure.profile=false"]
+
+
+def test_a_point_is_timed_in_epochs_even_where_the_scenario_fixes_five_iterations_and_set_wins() -> None:
+    # ci_smoke times 5 iterations: one epoch, whose pairs are one cluster, which never decides a speed-up
+    plain = load_scenario("ci_smoke", point_overrides(check_search("ci_smoke", TOGGLE, "batch", None, [], 6, []), 2))
+    measure = plain.perfbench.measure
+    assert measure.iterations is None and measure.min_iterations >= 3 * EPOCH_BLOCKS
+    assert measure.numerics_check is False and measure.profile is False
+    asked = check_search("ci_smoke", TOGGLE, "batch", None, [], 6, ["perfbench.measure.max_time_s=9"])
+    assert load_scenario("ci_smoke", point_overrides(asked, 2)).perfbench.measure.max_time_s == 9
 
 
 def test_roofline_prior_on_a_device_scenario() -> None:
