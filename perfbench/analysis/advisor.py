@@ -2,7 +2,7 @@
 severity, one line with its evidence (the numbers) and where to look (table, file, layer). docs/advisor.md
 describes every rule: what triggers it, its threshold and why.
 
-    folder_findings(results, tables_by_run)    # the report's Findings section (tables: stem -> DataFrame)
+    folder_findings(results, tables_by_run, slower)  # the folder analysis's findings (tables: stem -> DataFrame)
     trace_findings(TraceFacts(...)) + run_findings(result)    # `perfbench trace` on a trace (and its run)
 
 Tables are read by the column names their writers give them (perfbench/profiling/idle.py,
@@ -12,15 +12,14 @@ tables.compute_vs_communication, cluster.link_pairs), so this stage needs neithe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
 
-from perfbench.analysis.rounds import merge_rounds
 from perfbench.analysis.slowest import slowest
-from perfbench.analysis.speedup import SLOWER, Speedup, baseline_of, marginals, plan_label, speedups
+from perfbench.analysis.speedup import SLOWER, Marginal, ShapeBaseline, Speedup, plan_label
 from perfbench.results import RunResult, layer_loads
 
 Severity = Literal["error", "warning", "info"]
@@ -382,32 +381,28 @@ def _slower(gains: Mapping[str, Speedup | None]) -> list[tuple[str, Speedup]]:
     return [(names[key], gain) for key, gain in gains.items() if gain is not None and gain.verdict == SLOWER]
 
 
-def toggles_slower(results: list[RunResult]) -> list[Finding]:
+def toggles_slower(merged: Sequence[RunResult], by_shape: Sequence[ShapeBaseline],
+                   on_top: Sequence[Marginal]) -> list[Finding]:
     """Toggles measured slower than their fallback: a plan of one toggle on the all-off baseline of its workload
-    shape, or a toggle added to another measured plan of the same shape (`speedup.marginals`), with the verdict
-    "slower"."""
-    merged = [r for r in merge_rounds(results) if r.status == "ok"]
-    shapes = {r.spec.combination_id: r.shape() for r in merged}
+    shape (`by_shape`), or a toggle added to another measured plan of the same shape (`on_top`, the
+    marginals), with the verdict "slower". The speed-ups are the folder analysis's; nothing is measured here."""
+    merged = [r for r in merged if r.status == "ok"]
     out = []
-    for shape in dict.fromkeys(shapes.values()):
-        of_shape = [r for r in results if shapes.get(r.spec.combination_id) == shape]
-        base = baseline_of(merge_rounds(of_shape))
-        if base is None or base.ran_on():  # no all-off run of this shape: only the marginals below
-            continue
-        gains = speedups(of_shape)
-        for r in (m for m in merged if m.shape() == shape and len(m.ran_on()) == 1):
+    for entry in by_shape:
+        for r in (m for m in merged if m.shape() == entry.shape and len(m.ran_on()) == 1):
             (toggle,) = r.ran_on()
-            for metric, gain in _slower(gains.get(r.spec.combination_id, {})):
+            for metric, gain in _slower(entry.gains.get(r.spec.combination_id, {})):
                 out.append(Finding("toggle-slower",
                                    f"{toggle} measured slower than its fallback: {metric} speed-up {gain.text()} "
-                                   f"against {plan_label(base)} ({gain.basis}, n={gain.n}; {shape.label()})",
+                                   f"against {plan_label(entry.baseline)} ({gain.basis}, n={gain.n}; "
+                                   f"{entry.shape.label()})",
                                    f"report: Headline, plan '{plan_label(r)}'", 1.0 / gain.value))
     by_id = {r.spec.combination_id: r for r in merged}
-    for m in marginals(results):
+    for m in on_top:
         for metric, gain in _slower(m.gains):
             out.append(Finding("toggle-slower",
                                f"{m.toggle} added to {plan_label(by_id[m.without])} measured slower: {metric} "
-                               f"speed-up {gain.text()} ({gain.basis}, n={gain.n}; {shapes[m.with_].label()})",
+                               f"speed-up {gain.text()} ({gain.basis}, n={gain.n}; {by_id[m.with_].shape().label()})",
                                f"report: Headline, 'toggle added to a plan' +{plan_label(by_id[m.with_])}",
                                1.0 / gain.value))
     return out
@@ -434,12 +429,13 @@ def ordered(findings: Iterable[Finding], per_rule: int | None = None) -> list[Fi
 
 
 def folder_findings(results: list[RunResult], tables_by_run: Mapping[str, Mapping[str, pd.DataFrame]],
-                    per_rule: int | None = PER_RULE) -> list[Finding]:
+                    slower: Sequence[Finding], per_rule: int | None = PER_RULE) -> list[Finding]:
     """Every rule over a result folder: its runs (ok ones; the first round's trace and expert load, as the
-    report shows them) and their trace tables (run_id -> stem -> table)."""
+    report shows them), their trace tables (run_id -> stem -> table) and `slower`, the toggle-slower findings
+    of the folder's speed-ups (`toggles_slower`)."""
     ok = [r for r in results if r.status == "ok"]
     first_round = [r for r in ok if r.spec.round <= 1]
-    findings: list[Finding] = [*toggles_inactive(ok), *toggles_slower(results)]
+    findings: list[Finding] = [*toggles_inactive(ok), *slower]
     per_run: list[Callable[[RunResult], list[Finding]]] = [
         trace_contradicts_plan, moe_imbalance, first_call_compile, tail_spike,
         lambda r: slowest_rank((r.trace or {}).get("cluster"), f"run {r.run_id}: ",

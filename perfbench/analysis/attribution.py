@@ -27,7 +27,7 @@ from itertools import combinations
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import stats
-from perfbench.analysis.speedup import paired_ratio_ci
+from perfbench.analysis.speedup import paired_ratio_ci, paired_speedup
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.errors import UserError
 from perfbench.results import SUMMARY_KEYS, RunResult, WorkloadShape
@@ -74,6 +74,7 @@ class Cell:
     samples: tuple[float, ...]
     run_ids: tuple[str, ...]
     by_round: tuple[tuple[int, float], ...] = ()
+    results: tuple[RunResult, ...] = ()  # the runs themselves: block-timed ones are compared on their pairs
 
     @property
     def runs(self) -> str:
@@ -142,7 +143,8 @@ def designs(results: Sequence[RunResult], metric: str) -> list[Design]:
             samples = tuple(x for r in runs for x in r.finite_samples(sample_key)) if sample_key else ()
             by_round = tuple((r.spec.round, float(r.summary.get(metric))) for r in runs if r.spec.rounds > 1)
             design.cells[on] = Cell(on=on, value=stats.median([r.summary.get(metric) for r in runs]),
-                                    samples=samples, run_ids=tuple(r.run_id for r in runs), by_round=by_round)
+                                    samples=samples, run_ids=tuple(r.run_id for r in runs), by_round=by_round,
+                                    results=tuple(runs))
         out.append(design)
     return out
 
@@ -151,8 +153,10 @@ def designs(results: Sequence[RunResult], metric: str) -> list[Design]:
 class ToggleEffect:
     """Switching `toggle` on in the context of `context` (the other toggles that were on).
 
-    speedup = value_without / value_with for latencies (inverse for throughputs); > 1 means faster.
-    ci_low/ci_high: bootstrap CI (95 %) of the ratio of sample medians, when both cells keep raw samples.
+    speedup = value_without / value_with for latencies (inverse for throughputs); > 1 means faster. Runs timed
+    in the same blocks: the paired estimate and its CI instead (perfbench/analysis/speedup.py `paired_speedup`).
+    ci_low/ci_high: else a t CI over paired rounds, or a bootstrap CI of the ratio of sample medians, when both
+    cells keep raw samples.
     """
 
     toggle: str
@@ -171,6 +175,15 @@ class ToggleEffect:
 
 
 def _toggle_effect(design: Design, toggle: str, without: Cell, with_: Cell) -> ToggleEffect:
+    log_effect = design.cost(without) - design.cost(with_)
+    sample_key = SAMPLE_KEYS.get(design.metric)
+    # runs timed in the same blocks: the headline's paired estimator (speedup.paired_speedup), value and CI both,
+    # so that a toggle's speed-up reads the same in the headline, the ablation and the terminal table
+    blocks = paired_speedup(list(without.results), list(with_.results), sample_key) if sample_key else None
+    if blocks is not None:
+        return ToggleEffect(toggle=toggle, context=without.on, value_without=without.value,
+                            value_with=with_.value, log_effect=math.log(blocks.value), runs_without=without.runs,
+                            runs_with=with_.runs, ci_low=blocks.low, ci_high=blocks.high)
     lo = hi = None
     paired = dict(with_.by_round)
     # interleaved rounds: the ratio within each round (both measured minutes apart), the round as the unit
@@ -184,7 +197,7 @@ def _toggle_effect(design: Design, toggle: str, without: Cell, with_: Cell) -> T
         before, after = (without, with_) if higher_is_better(design.metric) else (with_, without)
         _, lo, hi = stats.ratio_ci(before.samples, after.samples, level=CI_LEVEL)
     return ToggleEffect(toggle=toggle, context=without.on, value_without=without.value,
-                        value_with=with_.value, log_effect=design.cost(without) - design.cost(with_),
+                        value_with=with_.value, log_effect=log_effect,
                         runs_without=without.runs, runs_with=with_.runs, ci_low=lo, ci_high=hi)
 
 

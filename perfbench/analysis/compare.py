@@ -119,7 +119,12 @@ def match_runs(runs_a: Sequence[RunResult], runs_b: Sequence[RunResult], by_iden
                ) -> tuple[list[Match], list[RunResult], list[RunResult]]:
     """Pairs (by run_id first, then, with `by_identity`, by shape + effective toggles, in order), runs only in
     A, only in B. Results of interleaved rounds are first merged per combination."""
-    runs_a, runs_b = merge_rounds(list(runs_a)), merge_rounds(list(runs_b))
+    return match_merged(merge_rounds(list(runs_a)), merge_rounds(list(runs_b)), by_identity)
+
+
+def match_merged(runs_a: Sequence[RunResult], runs_b: Sequence[RunResult], by_identity: bool = True,
+                 ) -> tuple[list[Match], list[RunResult], list[RunResult]]:
+    """`match_runs` of results whose rounds are merged already (a folder analysis's `merged`)."""
     by_id_a = {r.run_id: r for r in runs_a}
     matches = [Match(by_id_a[r.run_id], r, "run_id") for r in runs_b if r.run_id in by_id_a]
     taken = {m.a.run_id for m in matches}

@@ -35,7 +35,7 @@ from perfbench.analysis.rounds import by_combination, merge_rounds
 from perfbench.analysis.stability import host_speed_differs
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
-from perfbench.results import RunResult
+from perfbench.results import RunResult, WorkloadShape
 
 FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no change", "unstable"
 INCONCLUSIVE = paired.INCONCLUSIVE
@@ -226,13 +226,12 @@ class Marginal:
     gains: dict[str, Speedup | None]
 
 
-def marginals(results: list[RunResult]) -> list[Marginal]:
+def marginals(results: list[RunResult], merged: list[RunResult], base: RunResult | None) -> list[Marginal]:
     """Every pair of measured plans that differ by one toggle, the smaller not the baseline (those are the
     speed-ups themselves): what that toggle buys on top of the other toggles (graph_mode on the best eager
-    plan)."""
+    plan). `merged` and `base`: the rounds of `results` merged, and its baseline."""
     groups = by_combination(results)
-    merged = [r for r in merge_rounds(results) if r.status == "ok"]
-    base = baseline_of(merged)
+    merged = [r for r in merged if r.status == "ok"]
     out = []
     for small in merged:
         if base is not None and small.spec.combination_id == base.spec.combination_id:
@@ -244,3 +243,33 @@ def marginals(results: list[RunResult]) -> list[Marginal]:
                          for key in LATENCIES}
                 out.append(Marginal(next(iter(added)), small.spec.combination_id, big.spec.combination_id, gains))
     return sorted(out, key=lambda m: (m.toggle, m.without))
+
+
+@dataclass(frozen=True)
+class ShapeBaseline:
+    """The all-off plan of one workload shape and the speed-ups of that shape's plans over it (combination id
+    -> latency -> speed-up)."""
+
+    shape: WorkloadShape
+    baseline: RunResult
+    gains: dict[str, dict[str, Speedup | None]]
+
+
+def shape_baselines(results: list[RunResult], merged: list[RunResult], baseline: RunResult | None,
+                    gains: dict[str, dict[str, Speedup | None]]) -> list[ShapeBaseline]:
+    """One entry per workload shape that has an all-off run. The shape whose all-off run is the folder's
+    `baseline` takes the folder's `gains` (the same pairs give the same numbers); only another shape's are
+    computed here."""
+    shapes = {r.spec.combination_id: r.shape() for r in merged if r.status == "ok"}
+    out = []
+    for shape in dict.fromkeys(shapes.values()):
+        ids = {cid for cid, s in shapes.items() if s == shape}
+        base = baseline_of([r for r in merged if r.spec.combination_id in ids])
+        if base is None or base.ran_on():  # no all-off run of this shape
+            continue
+        if baseline is not None and base.spec.combination_id == baseline.spec.combination_id:
+            of_shape = {cid: g for cid, g in gains.items() if cid in ids}
+        else:
+            of_shape = speedups([r for r in results if r.spec.combination_id in ids])
+        out.append(ShapeBaseline(shape, base, of_shape))
+    return out

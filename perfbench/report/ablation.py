@@ -1,8 +1,8 @@
-"""The ablation section: what each toggle buys, from whatever design the runs form (see attribution.py)."""
+"""The ablation section: what each toggle buys, from whatever design the runs form (see attribution.py), as the
+folder analysis computed it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from perfbench.analysis.attribution import (
@@ -12,14 +12,13 @@ from perfbench.analysis.attribution import (
     ToggleEffect,
     Unavailable,
     WaterfallStep,
-    attribute,
     combo_label,
 )
+from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Heading, Section, Text
 from perfbench.report.table import Column, Table
-from perfbench.results import RunResult
 
 # Metric -> title; both are latencies in milliseconds.
 ABLATION_METRICS = {"tpot_ms_median": "Decode: TPOT median", "ttft_ms_median": "Prefill: TTFT median"}
@@ -28,8 +27,10 @@ ANALYSES = {"marginal": "Marginal effects (each toggle alone vs baseline)",
             "interactions": "Pairwise interactions", "shapley": "Shapley values"}
 
 EXPLANATION = (
-    "Speed-up = time without the toggle / time with it (> 1 is faster), from the runs' medians; "
-    f"brackets: {CI_LEVEL:.0%} bootstrap CI of the ratio of sample medians. Effects are combined in log time, so "
+    "Speed-up = time without the toggle / time with it (> 1 is faster). Runs timed in the same blocks: the "
+    f"headline's paired estimate and its {CI_LEVEL:.0%} CI; runs timed separately: from the runs' medians, "
+    f"brackets: {CI_LEVEL:.0%} CI of the ratio (t over paired rounds, else a bootstrap of the sample medians). "
+    "Effects are combined in log time, so "
     "speed-ups multiply. An interaction factor > 1 means the pair together beats the product of their "
     "single speed-ups. Shapley values split the total speed-up from baseline to all on among the toggles, "
     "interactions shared equally. Inactive toggles count as off.")
@@ -118,11 +119,11 @@ def _shape_blocks(att: Attribution, title: str, rows: dict[str, list[dict[str, A
     return blocks
 
 
-def ablation_section(results: Sequence[RunResult], order: Sequence[str] | None = None) -> Section:
+def ablation_section(analysis: FolderAnalysis) -> Section:
     section = Section("Ablation")
     section.blocks.append(Text(EXPLANATION, note=True))
     for metric, title in ABLATION_METRICS.items():
-        attributions = attribute(results, metric, order)
+        attributions = analysis.attributions[metric]
         if not attributions:
             section.blocks.append(Text(
                 f"{title}: nothing to attribute, no workload shape has ok runs with two different effective "

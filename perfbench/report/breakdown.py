@@ -11,14 +11,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from perfbench.analysis.attribution import combo_label
-from perfbench.bounded_files import csv_header
+from perfbench.analysis.trace_tables import TraceTables
 from perfbench.profiling.events import primary_side
 from perfbench.report import plots
 from perfbench.report.page import Block, Figure, Section, Text
@@ -51,36 +49,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@dataclass
-class TraceTables:
-    """The trace tables of the ok runs, and the problems met reading them."""
-
-    by_run: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)  # run_id -> stem -> table
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def stems(self) -> list[str]:
-        found = {stem for tables in self.by_run.values() for stem in tables}
-        known = [s for s in (*BREAKDOWNS, OPS_TABLE) if s in found]
-        return known + sorted(found - set(known))
-
-
-TABLE_BYTES = 256 * 1024**2  # a run's trace tables are aggregates: kilobytes to a few MB
-
-
-def read_trace_tables(folder: Path, runs: Sequence[RunResult]) -> TraceTables:
-    out = TraceTables()
-    for r in runs:
-        table_dir = folder / "runs" / r.run_id / "tables"
-        for path in sorted(table_dir.glob("*.csv")) if table_dir.is_dir() else []:
-            try:
-                csv_header(path, TABLE_BYTES)  # a shared folder's tables: size cap, no duplicate header names
-                frame = pd.read_csv(path)
-            except (OSError, ValueError, pd.errors.ParserError) as err:  # UserError is a ValueError
-                out.problems.append(f"{r.run_id}/{path.name}: unreadable ({str(err).splitlines()[0]})")
-                continue
-            out.by_run.setdefault(r.run_id, {})[path.stem] = frame
-    return out
+def ordered_stems(tables: TraceTables) -> list[str]:
+    """The stems of the tables found: the known breakdowns first, in the section's order, then the rest sorted."""
+    found = {stem for by_stem in tables.by_run.values() for stem in by_stem}
+    known = [s for s in (*BREAKDOWNS, OPS_TABLE) if s in found]
+    return known + sorted(found - set(known))
 
 
 def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[str, str]) -> list[Block]:
@@ -168,10 +141,10 @@ def _slowest_rank_line(result: RunResult) -> str:
             "per_rank_steps.csv).")
 
 
-def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
+def breakdown_section(results: Sequence[RunResult], tables: TraceTables) -> Section:
+    """`tables`: the trace tables of `results`, as the folder analysis read them."""
     section = Section("Time breakdown")
     ok = [r for r in results if r.status == "ok"]
-    tables = read_trace_tables(folder, ok)
     section.blocks += [Text(p, note=True) for p in tables.problems]
     for r in ok:
         error = str(r.trace.get("error") or "").strip()
@@ -192,7 +165,7 @@ def breakdown_section(folder: Path, results: Sequence[RunResult]) -> Section:
     toggles = {r.run_id: combo_label(r.effective_on()) for r in ok}
     for stem, label in BREAKDOWNS.items():
         section.blocks += _breakdown_blocks(stem, label, tables, toggles)
-    for stem in tables.stems:
+    for stem in ordered_stems(tables):
         if stem in BREAKDOWNS:
             continue
         top = TOP_OPS if stem == OPS_TABLE else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from perfbench.analysis.folder_analysis import analyse_folder
 from perfbench.report.ab import ab_section
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
@@ -21,15 +22,18 @@ from perfbench.results import RunResult, load_folder
 
 
 def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
+    """The report's sections; the folder is analysed once (perfbench/analysis/folder_analysis.py) and every
+    section that shows a speed-up, a warning, a finding or a trace table lays that analysis out."""
+    analysis = analyse_folder(folder, results)
     # the trace of one round per combination is enough: the profiled iteration is not a timed one
-    first_round = [r for r in results if r.spec.round <= 1]
+    first_round = analysis.first_round
     ab = ab_section(folder)  # a `perfbench ab` folder's verdicts come right after the findings
-    return [findings_section(folder, results), *([ab] if ab is not None else []), headline_section(results),
+    return [findings_section(analysis), *([ab] if ab is not None else []), headline_section(analysis),
             environment_section(folder, results), plan_section(results), latency_section(results),
             cold_start_section(results), capacity_section(folder, results), memory_section(results),
-            ablation_section(results),
-            breakdown_section(folder, first_round), expert_load_section(first_round), numerics_section(results),
-            failures_section(results)]
+            ablation_section(analysis),
+            breakdown_section(first_round, analysis.trace_tables), expert_load_section(first_round),
+            numerics_section(results), failures_section(results)]
 
 
 def build_report(folder: Path) -> Path:

@@ -13,7 +13,8 @@ from tabulate import tabulate
 
 from perfbench.analysis import stats
 from perfbench.analysis.attribution import combo_label
-from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_runs
+from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_merged
+from perfbench.analysis.folder_analysis import analyse
 from perfbench.analysis.stability import host_speed_differs
 from perfbench.errors import UserError
 from perfbench.report.op_diff import op_diff_section
@@ -117,8 +118,9 @@ def compare_folders(a: Path, b: Path, out: Path, bands: dict[str, float] | None 
     terminal table."""
     a, b, out = Path(a), Path(b), Path(out)
     folder_a, folder_b = load_folder(a), load_folder(b)
-    runs_a, runs_b = folder_a.results, folder_b.results
-    matches, only_a, only_b = match_runs(runs_a, runs_b)
+    # each folder analysed once (its rounds merged there); compare lays the two analyses side by side
+    analysis_a, analysis_b = analyse(folder_a.results), analyse(folder_b.results)
+    matches, only_a, only_b = match_merged(analysis_a.merged, analysis_b.merged)
     names = [_scenario_names(folder) for folder in (folder_a, folder_b)]
     if names[0] != names[1]:
         what = f"A ran scenario {', '.join(names[0])} but B ran scenario {', '.join(names[1])}"

@@ -3,22 +3,16 @@ and their trace tables, most severe first, each with its evidence and where to l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
-from perfbench.analysis.advisor import folder_findings
-from perfbench.report.breakdown import read_trace_tables
+from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
-from perfbench.results import RunResult
 
 NO_FINDINGS = "No findings: every rule of docs/advisor.md stayed silent on these runs."
 
 
-def findings_section(folder: Path, results: Sequence[RunResult]) -> Section:
+def findings_section(analysis: FolderAnalysis) -> Section:
     section = Section("Findings")
-    traced = [r for r in results if r.status == "ok" and r.spec.round <= 1]
-    findings = folder_findings(list(results), read_trace_tables(folder, traced).by_run)
+    findings = analysis.findings
     if findings:
         rows = [f.to_dict() for f in findings]
         columns = [Column("severity", mark_key="severity"), Column("rule"), Column("message"), Column("where")]

@@ -1,28 +1,25 @@
 """The report's opening: the best plan against the baseline and each plan's speed-up with its CI and verdict
-(faster / slower / no change / inconclusive; unstable for runs timed separately), then the warnings."""
+(faster / slower / no change / inconclusive; unstable for runs timed separately), then the warnings: the folder
+analysis (perfbench/analysis/folder_analysis.py) laid out."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from perfbench.analysis import paired
-from perfbench.analysis.rounds import merge_rounds
-from perfbench.analysis.speedup import baseline_of, plan_label, speedups
+from perfbench.analysis.folder_analysis import FolderAnalysis
+from perfbench.analysis.speedup import plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report.page import Section, Text
 from perfbench.report.table import Column, Table
-from perfbench.results import RunResult
-from perfbench.run.summary_table import warnings
 
 
-def headline_section(results: list[RunResult]) -> Section:
+def headline_section(analysis: FolderAnalysis) -> Section:
     section = Section("Headline")
-    merged = merge_rounds(results)
-    base = baseline_of(merged)
+    merged, base, gains = analysis.merged, analysis.baseline, analysis.gains
     if base is None:
         section.blocks.append(Text("No run finished: nothing to compare.", note=True))
         return section
-    gains = speedups(results)
     ranked = [r for r in merged if r.status == "ok" and r is not base
               and gains.get(r.spec.combination_id, {}).get("tpot_ms") is not None]
     if ranked:
@@ -62,6 +59,6 @@ def headline_section(results: list[RunResult]) -> Section:
         "separately: 'rounds' pairs baseline and plan by interleaved round (t interval), "
         "'iterations' compares one round with a bootstrap over iterations and the run-to-run band; 'unstable': a "
         "run behind it was judged unstable or the host ran at another speed (see the warnings).", note=True))
-    for texts in warnings(results).values():
+    for texts in analysis.warnings.values():
         section.blocks.extend(Text(f"WARNING: {warning}") for warning in texts)
     return section

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from model.backend import Capabilities, detect_capabilities
+from perfbench.analysis.folder_analysis import analyse
 from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
@@ -190,7 +191,7 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
         return exit_code_of(err)
     if report is not None:
         report(out)
-    print(summary_table(results))
+    print(summary_table(analyse(results)))
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "error", "timeout", "killed")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "ok")
     # runs timed in blocks are judged by their pairs (the table's verdicts), not by their own spread

@@ -1,7 +1,7 @@
 """What a sweep means, printed at the end of `perfbench run`: one line per plan (short toggle names, a legend
 below), the TTFT and TPOT medians, and each speed-up against the baseline with its 95% CI and verdict; then each
-toggle measured on top of another plan; then the warnings. Everything is computed in
-perfbench/analysis/speedup.py; this module only lays it out (at most 120 columns for the default scenario)."""
+toggle measured on top of another plan; then the warnings. Everything is computed once in
+perfbench/analysis/folder_analysis.py; this module only lays it out (at most 120 columns for the default scenario)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,8 @@ import textwrap
 from tabulate import tabulate
 
 from perfbench.analysis import paired, stats
-from perfbench.analysis.rounds import by_combination, merge_rounds
-from perfbench.analysis.speedup import (
-    INCONCLUSIVE,
-    Speedup,
-    baseline_of,
-    host_speed_reasons,
-    marginals,
-    plan_label,
-    speedups,
-)
+from perfbench.analysis.folder_analysis import FolderAnalysis
+from perfbench.analysis.speedup import Speedup, plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunResult
@@ -54,42 +46,6 @@ def _median(result: RunResult, key: str) -> str:
     return short_number(stats.median(values)) if values else "-"
 
 
-def warnings(results: list[RunResult]) -> dict[str, list[str]]:
-    """combination id -> why its numbers cannot be taken as they stand: failed; for runs timed in blocks, a
-    speed-up the pairs could not decide; for runs timed separately, judged unstable, or timed in a round where
-    the host ran at another speed than for the baseline. Combinations without a warning are left out."""
-    out: dict[str, list[str]] = {}
-    merged = merge_rounds(results)
-    base = baseline_of(merged)
-    gains = speedups(results)
-    groups = by_combination(results)
-    base_rounds = groups[base.spec.combination_id] if base is not None else []
-    for r in merged:
-        cid = r.spec.combination_id
-        if r.status != "ok":
-            kind = f" ({r.failure.kind})" if r.failure.kind else ""
-            why = r.failure.reason or (r.error or "").strip()[-160:]
-            out.setdefault(cid, []).append(f"{plan_label(r)}: {r.status}{kind}: {why}")
-            continue
-        if r.failure:
-            out.setdefault(cid, []).append(f"{plan_label(r)}: {r.failure.kind}: {r.failure.reason}")
-        separate = [x for x in groups[cid] if x.spec.timing != "blocks"]
-        unstable = [f"round {x.spec.round}: {x.stability.get('reason')}" if x.spec.rounds > 1
-                    else str(x.stability.get("reason")) for x in separate if x.is_stable() is False]
-        if unstable:
-            out.setdefault(cid, []).append(f"{plan_label(r)}: timed separately, unstable: {'; '.join(unstable)}")
-        if base is None or cid == base.spec.combination_id:
-            continue
-        if separate and (why := host_speed_reasons(base_rounds, groups[cid])):
-            out.setdefault(cid, []).append(f"{plan_label(r)} against the baseline: {'; '.join(why)}")
-        for key, gain in gains.get(cid, {}).items():
-            if gain is not None and gain.basis == "blocks" and gain.verdict == INCONCLUSIVE:
-                out.setdefault(cid, []).append(
-                    f"{plan_label(r)}: {key} inconclusive: its {gain.n} pairs spread too widely for a verdict "
-                    f"(CI {gain.low:.3f}-{gain.high:.3f}); run more blocks (perfbench.measure.max_iterations)")
-    return out
-
-
 def compile_summary(results: list[RunResult]) -> str:
     """Graph compile time of runs that found the sweep's compile cache cold vs warm ("" when none compiled)."""
     groups: dict[str, list[float]] = {"cold": [], "warm": []}
@@ -122,10 +78,11 @@ def _basis_line(gains: dict[str, dict[str, Speedup | None]]) -> str:
             "where there are several")
 
 
-def summary_table(results: list[RunResult]) -> str:
-    merged = merge_rounds(results)
-    base = baseline_of(merged)
-    gains = speedups(results)
+def summary_table(analysis: FolderAnalysis) -> str:
+    """The end table of `perfbench run`: the folder analysis laid out, nothing computed again."""
+    merged = list(analysis.merged)
+    base = analysis.baseline
+    gains = analysis.gains
     base_id = base.spec.combination_id if base is not None else None
     # baseline first, then by how many toggles a plan switches on (one-at-a-time before combined plans)
     merged.sort(key=lambda r: (r.spec.combination_id != base_id, len(r.plan.effective_on()), plan_label(r)))
@@ -142,20 +99,19 @@ def summary_table(results: list[RunResult]) -> str:
                          _gain(gain.get("tpot_ms"))))
     header = ("plan", "TTFT", "TTFT speed-up", "TPOT", "TPOT speed-up")  # medians in ms (the basis line says)
     lines = [tabulate(rows, header, tablefmt="plain", disable_numparse=True)]
-    on_top = marginals(results)
-    if on_top:
+    if analysis.on_top:
         ids = {r.spec.combination_id: r for r in merged}
         rows = [(f"+{TOGGLE_ABBREV.get(m.toggle, m.toggle)} on {plan_label(ids[m.without])}",
-                 _gain(m.gains.get("ttft_ms")), _gain(m.gains.get("tpot_ms"))) for m in on_top]
+                 _gain(m.gains.get("ttft_ms")), _gain(m.gains.get("tpot_ms"))) for m in analysis.on_top]
         lines += ["", tabulate(rows, ("toggle added to a plan", "TTFT speed-up", "TPOT speed-up"),
                                tablefmt="plain", disable_numparse=True)]
     lines.append("")
     notes = [_legend([plan_label(r) for r in merged]), _basis_line(gains) if base is not None else ""]
     lines += [textwrap.fill(note, WIDTH, subsequent_indent="  ") for note in notes if note]
-    compile_line = compile_summary(results)
+    compile_line = compile_summary(list(analysis.results))
     if compile_line:
         lines.append(compile_line)
-    warn = warnings(results)
+    warn = analysis.warnings
     if warn:
         lines.append(f"WARNING: {len(warn)} of {len(merged)} plans need a second look:")
         lines += [textwrap.fill(w, WIDTH, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)

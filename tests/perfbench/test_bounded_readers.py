@@ -245,7 +245,7 @@ class TestBoundedReaders:
                 assert message.startswith(f"{cases[name]}: 2,048.0 MiB, over the "), (name, message)
 
     def test_a_result_folders_trace_table_with_repeated_headers_is_a_problem_not_a_hang(self, tmp_path: Path):
-        from perfbench.report.breakdown import read_trace_tables
+        from perfbench.analysis.trace_tables import read_trace_tables
         from perfbench.results import RunResult, RunSpec
 
         tables = tmp_path / "runs" / "r1" / "tables"

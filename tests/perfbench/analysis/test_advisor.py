@@ -20,7 +20,6 @@ from perfbench.analysis.advisor import (
     aicpu_fallback,
     communication_not_overlapped,
     first_call_compile,
-    folder_findings,
     host_bound_decode,
     moe_imbalance,
     ordered,
@@ -31,6 +30,8 @@ from perfbench.analysis.advisor import (
     toggles_slower,
     trace_contradicts_plan,
 )
+from perfbench.analysis.folder_analysis import analyse
+from perfbench.analysis.trace_tables import TraceTables
 from perfbench.profiling.ascend import parse_ascend_dir
 from perfbench.profiling.ascend_kernels import TASK_TYPE_COLUMNS, time_by_task_type
 from perfbench.profiling.cluster import cluster_record
@@ -152,6 +153,16 @@ def _tables(**tables: pd.DataFrame) -> TraceFacts:
     return TraceFacts(tables=tables, label="", tables_dir="runs/r/tables/")
 
 
+
+def _toggles_slower(runs: list[RunResult]) -> list[Finding]:
+    """The rule on the speed-ups and marginals of the runs' folder analysis, as the report gets them."""
+    analysis = analyse(runs)
+    return toggles_slower(analysis.merged, analysis.by_shape, analysis.on_top)
+
+
+def _folder_findings(runs: list[RunResult], tables: dict[str, dict[str, pd.DataFrame]]) -> list[Finding]:
+    return list(analyse(runs, TraceTables(by_run=tables)).findings)
+
 CASES = [
     Case("host-bound-decode", host_bound_decode, _tables(idle=_idle(450.0)), _tables(idle=_idle(100.0)), "45.0%"),
     Case("host-bound-decode", host_bound_decode, _tables(idle=_idle(620.0, "host")),
@@ -179,7 +190,7 @@ CASES = [
                      "(they ran eagerly)"}}),
          _run("r", trace={"plan_mismatches": [], "mode_check": {"mode": "inductor", "ok": True,
                                                                 "line": "replayed"}}), "2 of 3"),
-    Case("toggle-slower", toggles_slower, _blocks_pair(1.25), _blocks_pair(0.8), "0.80x"),
+    Case("toggle-slower", _toggles_slower, _blocks_pair(1.25), _blocks_pair(0.8), "0.80x"),
     # 785.18 µs of AI_CPU among 50408.3 µs of non-HCCL task time (the CSV's sums): 1.6%; longest task 197.54 µs
     Case("aicpu-fallback", aicpu_fallback, _tables(ascend_task_types=_real_task_types(True)),
          _tables(ascend_task_types=_real_task_types(False)), "1.6% of device compute time, the longest 197.5 µs"),
@@ -220,7 +231,7 @@ def test_a_toggle_added_to_a_plan_and_measured_slower_is_found():
     both = _run("both", {"fused_rope", "graph_mode"}).replace(samples={
         "ttft_ms": rope.samples["ttft_ms"], "tpot_ms": [t * 1.3 for t in rope.samples["tpot_ms"]]},
         blocks=rope.blocks)
-    found = [f for f in toggles_slower([base, rope, both]) if f.message.startswith("graph_mode added to")]
+    found = [f for f in _toggles_slower([base, rope, both]) if f.message.startswith("graph_mode added to")]
     assert len(found) == 1 and "TPOT speed-up 0.77x" in found[0].message
 
 
@@ -229,7 +240,7 @@ def test_folder_findings_order_by_severity_and_fold_past_the_cap():
             for i in range(5)]
     runs.append(_run("x").replace(plan=_plan(set(), {"chunk_gdr": "not used on Ascend 950"})))
     tables = {"r0": {"idle": _idle(500.0)}}
-    findings = folder_findings(runs, tables)
+    findings = _folder_findings(runs, tables)
     assert [f.rule for f in findings] == ["trace-contradicts-plan"] * 4 + ["toggle-inactive", "host-bound-decode"]
     assert findings[3].message == "and 2 more like these"
     assert ordered([]) == []
@@ -239,8 +250,8 @@ def test_aicpu_ops_are_named_with_the_plan_that_brings_them():
     base, rope = _run("base"), _run("rope", {"fused_rope"})
     tables = {"base": {"ascend_task_types": _task_types(0.0).iloc[:2]},
               "rope": {"ascend_task_types": _task_types(5.0)}}
-    found = [f for f in folder_findings([base, rope], tables) if f.rule == "aicpu-fallback"]
+    found = [f for f in _folder_findings([base, rope], tables) if f.rule == "aicpu-fallback"]
     assert len(found) == 1 and "Cast (100 tasks, 500.0 µs, from fused_rope's plan)" in found[0].message
     tables["base"] = {"ascend_task_types": _task_types(5.0)}
-    found = [f for f in folder_findings([base, rope], tables) if f.rule == "aicpu-fallback"]
+    found = [f for f in _folder_findings([base, rope], tables) if f.rule == "aicpu-fallback"]
     assert found and all("already in the all-off plan" in f.message for f in found)

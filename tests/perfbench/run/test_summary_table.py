@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from model.toggles import TOGGLE_NAMES
+from perfbench.analysis.folder_analysis import analyse
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run.summary_table import compile_summary, short_number, summary_table
 
@@ -20,7 +21,7 @@ def _run(run_id: str, on: bool, ttft: float, tpot: float, stable: bool = True,
 
 
 def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_about():
-    text = summary_table([_run("a", False, 100.0, 10.0), _run("b", True, 50.0, 10.0, stable=False)])
+    text = summary_table(analyse([_run("a", False, 100.0, 10.0), _run("b", True, 50.0, 10.0, stable=False)]))
     lines = text.splitlines()
     assert lines[0].split()[0] == "plan"
     base = next(line for line in lines if line.startswith("all off"))
@@ -35,9 +36,9 @@ def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_abo
 def test_a_plan_timed_separately_at_another_host_speed_is_warned_about():
     base, gdr = _run("a", False, 100.0, 10.0), _run("b", True, 50.0, 10.0)
     base.samples["host_probe_ms"], gdr.samples["host_probe_ms"] = [0.32] * 3, [0.33] * 3
-    assert "WARNING" not in summary_table([base, gdr])
+    assert "WARNING" not in summary_table(analyse([base, gdr]))
     gdr.samples["host_probe_ms"] = [0.42] * 3
-    text = summary_table([base, gdr])
+    text = summary_table(analyse([base, gdr]))
     assert "WARNING: 1 of 2 plans need a second look:" in text
     assert ("the host ran at another speed: its probe took 0.42 ms for this plan vs 0.32 ms for the baseline"
             in " ".join(text.split()))
@@ -67,7 +68,7 @@ def test_block_timed_plans_get_paired_verdicts_and_the_default_table_fits_120_co
     best = _blocked("best", eager, [35 * d for d in drift], [5 * d for d in drift])
     graph = _blocked("graph", (*eager, "graph_mode"), [35 * d * w for d, w in zip(drift, wobble)],
                      [2.5 * d for d in drift])
-    text = summary_table([base, gdr, *singles, best, graph])
+    text = summary_table(analyse([base, gdr, *singles, best, graph]))
     assert max(len(line) for line in text.splitlines()) <= 120, text
     row = next(line for line in text.splitlines() if line.startswith("gdr "))
     assert "2.50x" in row and "faster" in row and "1.00x" in row and "no change" in row
@@ -80,7 +81,7 @@ def test_block_timed_plans_get_paired_verdicts_and_the_default_table_fits_120_co
 def test_an_undecided_paired_speed_up_is_warned_about():
     base = _blocked("base", (), [100.0, 100.0, 100.0, 100.0], [10.0] * 4)
     noisy = _blocked("gdr", ("chunk_gdr",), [80.0, 130.0, 70.0, 125.0], [10.0] * 4)
-    text = summary_table([base, noisy])
+    text = summary_table(analyse([base, noisy]))
     assert "inconclusive" in next(line for line in text.splitlines() if line.startswith("gdr "))
     assert "gdr: ttft_ms inconclusive: its 4 pairs spread too widely for a verdict" in " ".join(text.split())
     assert max(len(line) for line in text.splitlines()) <= 120
@@ -111,7 +112,7 @@ def test_the_default_table_fits_120_columns_with_the_widest_values():
     plans.append(_blocked("best", eager, [99999.0 * w for w in wild], [99999.0 * w for w in wild]))
     plans.append(_blocked("graph", (*eager, "graph_mode"), [99999.0 * w for w in wild[::-1]],
                           [99999.0 * w for w in wild[::-1]]))
-    text = summary_table([base, *plans])
+    text = summary_table(analyse([base, *plans]))
     assert "inconclusive" in text and "e+" in text
     widest = max(text.splitlines(), key=len)
     assert len(widest) <= 120, widest
