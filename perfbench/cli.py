@@ -84,7 +84,7 @@ def _check_ci_paths(junit: str | None, comment: str | None) -> None:
             check_output_file(path, name)
 
 
-def _report_after_run() -> Callable[[Path], None]:
+def _report_after_run() -> Callable[[Path, Any], None]:
     from perfbench.report.build import report_after_run
 
     return report_after_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perfbench.analysis.folder_analysis import analyse_folder
+from perfbench.analysis.folder_analysis import FolderAnalysis, analyse_folder
 from perfbench.report.ab import ab_section
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
@@ -18,13 +18,13 @@ from perfbench.report.latency import latency_section
 from perfbench.report.memory import memory_section
 from perfbench.report.page import Section, write_page
 from perfbench.report.runs import environment_section, failures_section, numerics_section, plan_section
-from perfbench.results import RunResult, load_folder
+from perfbench.results import load_folder
 
 
-def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
+def report_sections(folder: Path, analysis: FolderAnalysis) -> list[Section]:
     """The report's sections; the folder is analysed once (perfbench/analysis/folder_analysis.py) and every
     section that shows a speed-up, a warning, a finding or a trace table lays that analysis out."""
-    analysis = analyse_folder(folder, results)
+    results = list(analysis.results)
     # the trace of one round per combination is enough: the profiled iteration is not a timed one
     first_round = analysis.first_round
     ab = ab_section(folder)  # a `perfbench ab` folder's verdicts come right after the findings
@@ -36,23 +36,26 @@ def report_sections(folder: Path, results: list[RunResult]) -> list[Section]:
             numerics_section(results), failures_section(results)]
 
 
-def build_report(folder: Path) -> Path:
-    """Render the report of a result folder; returns the path of report.html."""
+def build_report(folder: Path, analysis: FolderAnalysis | None = None) -> Path:
+    """Render the report of a result folder; returns the path of report.html. `analysis`: the folder's runs
+    analysed already (at the end of `perfbench run`, from the results in memory); None reads the folder."""
     folder = Path(folder)
-    results = load_folder(folder).results
+    if analysis is None:
+        analysis = analyse_folder(folder, load_folder(folder).results)
+    results = list(analysis.results)
     ok = sum(r.status == "ok" for r in results)
     subtitle = f"{folder.resolve()} - {len(results)} runs, {ok} ok"
     html_path = folder / "report.html"
     write_page(html_path, folder / "report", f"perfbench report: {folder.name}", subtitle,
-               report_sections(folder, results))
+               report_sections(folder, analysis))
     return html_path
 
 
-def report_after_run(folder: Path) -> None:
+def report_after_run(folder: Path, analysis: FolderAnalysis | None = None) -> None:
     """Render the report at the end of `perfbench run` / `ab`: the runs are saved already, so a report that fails
     prints one line with the command to retry, never a traceback."""
     try:
-        print(f"report: {build_report(folder)}")
+        print(f"report: {build_report(folder, analysis)}")
     except Exception as err:  # noqa: BLE001 - the runs are saved; a report bug must not hide them
         print(f"report: failed ({type(err).__name__}: {' '.join(str(err).split())}); rerun with "
               f"`perfbench report {folder}`", file=sys.stderr)

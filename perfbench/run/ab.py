@@ -503,7 +503,7 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
             arms.close()
         record = _save(job, sc.as_dict(), out, "ok")
     if report is not None:
-        report(out)
+        report(out, None)  # the report reads the job's folder: its verdicts are in ab.json
     for line in verdict_lines(record):
         print(line)
     word = {EXIT_PASS: "no regression", EXIT_FAIL: "REGRESSION", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}

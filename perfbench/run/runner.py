@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from model.backend import Capabilities, detect_capabilities
-from perfbench.analysis.folder_analysis import analyse
+from perfbench.analysis.folder_analysis import FolderAnalysis, analyse_folder
 from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
@@ -30,7 +30,8 @@ from perfbench.run.executors.local import LocalExecutor
 from perfbench.run.folder_owner import check_identity, owned
 from perfbench.run.summary_table import summary_table
 
-ReportHook = Callable[[Path], None]  # renders a result folder after the runs
+# renders a result folder after the runs, from the analysis of the runs in memory (None: read the folder)
+ReportHook = Callable[[Path, FolderAnalysis | None], None]
 RETRIED = ("killed", "timeout")  # statuses --resume measures again
 
 
@@ -189,9 +190,12 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
         _say(f"\n{interrupt_line(err, 'perfbench run')}; finished runs are in {out}/results.jsonl; "
              f"continue with: {again}")
         return exit_code_of(err)
+    # analysed once, from the results in memory and the trace tables the workers wrote: the report and the end
+    # table lay it out, and nothing this process wrote is read back
+    analysis = analyse_folder(out, results)
     if report is not None:
-        report(out)
-    print(summary_table(analyse(results)))
+        report(out, analysis)
+    print(summary_table(analysis))
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "error", "timeout", "killed")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "ok")
     # runs timed in blocks are judged by their pairs (the table's verdicts), not by their own spread

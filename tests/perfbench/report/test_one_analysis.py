@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from model.toggles import TOGGLE_NAMES
-from perfbench.analysis.folder_analysis import analyse
+from perfbench.analysis.folder_analysis import analyse, analyse_folder
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.report.build import report_sections
 from perfbench.report.table import Table
@@ -60,7 +60,8 @@ def _terminal_gains(text: str, label: str) -> tuple[tuple[float, float, float], 
 
 def test_terminal_table_headline_and_ablation_agree_on_every_toggle(default_folder: Path) -> None:
     results = load_folder(default_folder).results
-    tables = {t.name: t for s in report_sections(default_folder, results) for t in s.tables
+    tables = {t.name: t for s in report_sections(default_folder, analyse_folder(default_folder, results))
+              for t in s.tables
               if isinstance(t, Table)}
     headline = {row["plan"]: row for row in tables["headline"].rows}
     terminal = summary_table(analyse(results))
