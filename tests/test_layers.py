@@ -7,10 +7,14 @@ import os
 import re
 import shutil
 import subprocess
-import tomllib
 from pathlib import Path
 
 import grimp
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: import-linter's own dependency
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,6 +19,9 @@ from perfbench.results.validation import record_error
 AB_FILE = "ab.json"
 AB_VERSION = 2
 AB_KIND = "perfbench ab"
+# version 1 wrote no level: every one of its verdicts and looks was decided at 95% (analysis/stats.py CI_LEVEL
+# may change; what an old record was decided at does not)
+V1_LEVEL = 0.95
 
 
 class _Part(BaseModel):
@@ -42,7 +45,7 @@ class ABVerdict(_Part):
     clusters: int = 0
     band: float = 0.05
     margin: float = 0.0
-    level: float = 0.95
+    level: float = V1_LEVEL
     method: str = "bootstrap"
     verdict: Literal["slower", "faster", "same", "inconclusive"]
     p_slower: float | None = None
@@ -85,7 +88,7 @@ class ABLook(_Part):
     elapsed_s: float
     pairs: int  # per run, the fewest
     clusters: int = 0
-    level: float = 0.95
+    level: float = V1_LEVEL
     verdicts: dict[str, dict[str, str]]
 
     @model_validator(mode="before")
