@@ -106,8 +106,8 @@ def warnings(results: list[RunResult]) -> dict[str, list[str]]:
         if r.failure:
             out.setdefault(cid, []).append(f"{plan_label(r)}: {r.failure.kind}: {r.failure.reason}")
         separate = [x for x in groups[cid] if x.spec.timing != "blocks"]
-        unstable = [f"round {x.spec.round}: {x.stability.get('reason')}" if x.spec.rounds > 1
-                    else str(x.stability.get("reason")) for x in separate if x.is_stable() is False]
+        unstable = [f"round {x.spec.round}: {x.stability.reason}" if x.spec.rounds > 1
+                    else x.stability.reason for x in separate if x.is_stable() is False]
         if unstable:
             out.setdefault(cid, []).append(f"{plan_label(r)}: timed separately, unstable: {'; '.join(unstable)}")
         if base is None or cid == base.spec.combination_id:
@@ -127,7 +127,7 @@ def compile_summary(results: list[RunResult]) -> str:
     """Graph compile time of runs that found the sweep's compile cache cold vs warm ("" when none compiled)."""
     groups: dict[str, list[float]] = {"cold": [], "warm": []}
     for r in results:
-        seconds, warm = r.metric("compile_s"), r.metric("compile_cache_warm")
+        seconds, warm = r.summary.compile_s, r.summary.compile_cache_warm
         if r.status == "ok" and seconds is not None and warm is not None:
             groups["warm" if warm else "cold"].append(seconds)
     parts = [f"{state} cache: median {stats.median(v):.1f} s over {len(v)} run{'s' * (len(v) != 1)}"
