@@ -35,6 +35,29 @@ class ABArm(_Part):
     dirty: bool = False
 
 
+class ABJobSettings(_Part):
+    """The settings a job ran with (run/ab.py ABSettings); every field any version wrote, unset when it did not.
+    Version 1 called the band `threshold` and had `min_pairs`."""
+
+    max_time_s: float | None = None
+    pairs_per_epoch: int | None = None
+    pairs_per_process: int | None = None
+    min_pairs: int | None = None
+    band: float | None = None
+    margin: float | None = None
+    looks: int | None = None
+    processes: str | None = None
+    seed: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "threshold" in raw:
+            raw = {**raw, "band": raw.get("band", raw["threshold"])}
+            raw.pop("threshold")
+        return raw
+
+
 class ABVerdict(_Part):
     """head / base of one (run, metric), judged by perfbench/analysis/paired.py."""
 
@@ -109,7 +132,7 @@ class ABRecord(_Part):
     head: ABArm = Field(default_factory=ABArm)
     mode: Literal["one process", "two processes"] = "two processes"
     mode_reason: str = ""  # why two processes, when one was not possible
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: ABJobSettings = Field(default_factory=ABJobSettings)
     status: Literal["ok", "error", "interrupted"] = "ok"
     stopped: str = ""
     startup_s: float | None = None  # from the start of the job until every arm was built and ready
