@@ -309,11 +309,10 @@ def toggles_inactive(results: Iterable[RunResult], where: str = "results.jsonl p
 def trace_contradicts_plan(result: RunResult, where: str | None = None) -> list[Finding]:
     """The run's trace-vs-plan mismatches (`trace.plan_mismatches`) and a graph mode whose profiled decode
     steps replayed no captured graph (`trace.mode_check` ok False), unless a graph_mode mismatch says it."""
-    trace = result.trace or {}
-    lines = [str(line) for line in trace.get("plan_mismatches") or []]
-    check = trace.get("mode_check") or {}
-    if check.get("ok") is False and not any(line.startswith("graph_mode") for line in lines):
-        lines.append(str(check.get("line", "")))
+    lines = list(result.trace.plan_mismatches)
+    check = result.trace.mode_check
+    if check is not None and check.ok is False and not any(line.startswith("graph_mode") for line in lines):
+        lines.append(check.line)
     where = where or f"runs/{result.run_id}/result.json trace.plan_check (report: Time breakdown)"
     return [Finding("trace-contradicts-plan", f"run {result.run_id}: {line}", where, 1.0) for line in lines]
 
@@ -438,7 +437,7 @@ def folder_findings(results: list[RunResult], tables_by_run: Mapping[str, Mappin
     findings: list[Finding] = [*toggles_inactive(ok), *slower]
     per_run: list[Callable[[RunResult], list[Finding]]] = [
         trace_contradicts_plan, moe_imbalance, first_call_compile, tail_spike,
-        lambda r: slowest_rank((r.trace or {}).get("cluster"), f"run {r.run_id}: ",
+        lambda r: slowest_rank(r.trace.cluster or None, f"run {r.run_id}: ",
                                f"runs/{r.run_id}/tables/per_rank_steps.csv")]
     for r in first_round:
         for rule in per_run:

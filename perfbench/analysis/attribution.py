@@ -141,8 +141,8 @@ def designs(results: Sequence[RunResult], metric: str) -> list[Design]:
         design = Design(shape, metric)
         for on, runs in grouped[shape].items():
             samples = tuple(x for r in runs for x in r.finite_samples(sample_key)) if sample_key else ()
-            by_round = tuple((r.spec.round, float(r.summary.get(metric))) for r in runs if r.spec.rounds > 1)
-            design.cells[on] = Cell(on=on, value=stats.median([r.summary.get(metric) for r in runs]),
+            by_round = tuple((r.spec.round, float(r.metric(metric))) for r in runs if r.spec.rounds > 1)
+            design.cells[on] = Cell(on=on, value=stats.median([r.metric(metric) for r in runs]),
                                     samples=samples, run_ids=tuple(r.run_id for r in runs), by_round=by_round,
                                     results=tuple(runs))
         out.append(design)

@@ -47,8 +47,8 @@ class BreakEven(BaseModel):
 
 def cold_cost_ms(result: RunResult) -> float | None:
     """The first iteration's excess over a steady one (ms): see the module docstring; None without data."""
-    first, ttft = result.metric("first_ttft_ms"), result.metric("ttft_ms_median")
-    compile_s = result.metric("compile_s")
+    first, ttft = result.summary.first_ttft_ms, result.summary.ttft_ms_median
+    compile_s = result.summary.compile_s
     parts = []
     if first is not None and ttft is not None:
         parts.append(first - ttft)
@@ -58,7 +58,7 @@ def cold_cost_ms(result: RunResult) -> float | None:
 
 
 def _iteration_ms(result: RunResult) -> float | None:
-    ttft, tpot = result.metric("ttft_ms_median"), result.metric("tpot_ms_median")
+    ttft, tpot = result.summary.ttft_ms_median, result.summary.tpot_ms_median
     if ttft is None or tpot is None:
         return None
     return ttft + max(result.spec.output_len - 1, 0) * tpot

@@ -91,7 +91,7 @@ def capacity_points(results: Sequence[RunResult]) -> list[CapacityPoint]:
     """Every ok run with a TPOT median as a point, its Pareto flag set within its shape."""
     points = []
     for r in merge_rounds(list(results)):
-        tpot = r.metric("tpot_ms_median")
+        tpot = r.summary.tpot_ms_median
         if r.status != "ok" or not tpot:
             continue
         batch, ranks = r.spec.batch_size, max(r.shape().world_size, 1)
@@ -104,8 +104,8 @@ def capacity_points(results: Sequence[RunResult]) -> list[CapacityPoint]:
             tok_s_device=batch * 1e3 / tpot / ranks,
             tok_s_device_ci=None if ci is None else (batch * 1e3 / ci[1] / ranks, batch * 1e3 / ci[0] / ranks),
             tok_s_user=1e3 / tpot, tok_s_user_ci=None if ci is None else (1e3 / ci[1], 1e3 / ci[0]),
-            ttft_p90_ms=ttft if ttft is not None else r.metric("ttft_ms_p90"), ttft_p90_ci=ttft_ci,
-            decode_step_p99_ms=step if step is not None else r.metric("decode_step_ms_p99"),
+            ttft_p90_ms=ttft if ttft is not None else r.summary.ttft_ms_p90, ttft_p90_ci=ttft_ci,
+            decode_step_p99_ms=step if step is not None else r.summary.decode_step_ms_p99,
             decode_step_p99_ci=step_ci))
     for p in points:
         p.pareto = not any(

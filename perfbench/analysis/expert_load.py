@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfbench.analysis.run_record import result_record_near
-from perfbench.results import LayerLoad, layer_loads, worst_imbalance  # noqa: F401 - the record's views
+from perfbench.results import ExpertLoad, LayerLoad, layer_loads, worst_imbalance  # noqa: F401 - the record's views
 
 
 def experts_by_rank(num_experts: int, ep_size: int) -> list[list[int]]:
@@ -39,13 +39,15 @@ def load_record(totals: Mapping[str, Mapping[int, Sequence[int]]], *, num_expert
     }
 
 
-def load_lines(record: Mapping[str, Any]) -> list[str]:
-    """Plain-text summary, one line per (phase, layer), for `perfbench trace` and logs."""
+def load_lines(record: ExpertLoad | Mapping[str, Any]) -> list[str]:
+    """Plain-text summary, one line per (phase, layer), for `perfbench trace` and logs (a raw part is validated
+    first)."""
+    record = record if isinstance(record, ExpertLoad) else ExpertLoad.model_validate(record)
     loads = layer_loads(record)
     if not loads:
         return []
-    lines = [f"MoE expert load ({record.get('counted', '')}; {record.get('num_experts')} experts, "
-             f"top-{record.get('top_k')}, EP size {record.get('ep_size')})"]
+    lines = [f"MoE expert load ({record.counted or ''}; {record.num_experts} experts, "
+             f"top-{record.top_k}, EP size {record.ep_size})"]
     for load in loads:
         ranks = ""
         if len(load.rank_totals) > 1:
@@ -54,13 +56,13 @@ def load_lines(record: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {load.phase:<7} layer {load.layer:>3}: {load.assignments} assignments, max/mean per expert "
                      f"{load.max_per_expert}/{load.mean_per_expert:.1f} = {imbalance}, hottest expert "
                      f"{load.hottest_expert}{ranks}")
-    for phase, why in (record.get("not_recorded") or {}).items():
+    for phase, why in record.not_recorded.items():
         lines.append(f"  {phase}: not recorded ({why})")
     return lines
 
 
-def load_record_near(trace_path: Path, levels: int = 4) -> dict[str, Any]:
+def load_record_near(trace_path: Path, levels: int = 4) -> ExpertLoad:
     """The expert load of the run whose trace `trace_path` is (runs/<id>/trace[/rank<r>[/<profiler folder>]]):
-    `expert_load` of the nearest result.json above it, {} when there is none or it holds none."""
-    load = result_record_near(trace_path, levels).get("expert_load")
-    return load if isinstance(load, dict) else {}
+    `expert_load` of the nearest result.json above it, empty when there is none or it holds none."""
+    load = result_record_near(trace_path, levels).get("expert_load")  # raw JSON, validated here
+    return ExpertLoad.model_validate(load) if isinstance(load, dict) else ExpertLoad()

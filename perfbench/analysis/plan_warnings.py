@@ -29,8 +29,8 @@ def plan_warnings(results: Sequence[RunResult], merged: Sequence[RunResult], bas
         if r.failure:
             out.setdefault(cid, []).append(f"{plan_label(r)}: {r.failure.kind}: {r.failure.reason}")
         separate = [x for x in groups[cid] if x.spec.timing != "blocks"]
-        unstable = [f"round {x.spec.round}: {x.stability.get('reason')}" if x.spec.rounds > 1
-                    else str(x.stability.get("reason")) for x in separate if x.is_stable() is False]
+        unstable = [f"round {x.spec.round}: {x.stability.reason}" if x.spec.rounds > 1
+                    else str(x.stability.reason) for x in separate if x.is_stable() is False]
         if unstable:
             out.setdefault(cid, []).append(f"{plan_label(r)}: timed separately, unstable: {'; '.join(unstable)}")
         if baseline is None or cid == baseline.spec.combination_id:
@@ -41,5 +41,5 @@ def plan_warnings(results: Sequence[RunResult], merged: Sequence[RunResult], bas
             if gain is not None and gain.basis == "blocks" and gain.verdict == INCONCLUSIVE:
                 out.setdefault(cid, []).append(
                     f"{plan_label(r)}: {key} inconclusive: its {gain.n} pairs spread too widely for a verdict "
-                    f"(CI {gain.low:.3f}-{gain.high:.3f}); run more blocks (perfbench.measure.max_iterations)")
+                    f"(CI {gain.low:.4g}-{gain.high:.4g}); run more blocks (perfbench.measure.max_iterations)")
     return out

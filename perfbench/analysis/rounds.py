@@ -59,8 +59,9 @@ def _merge(combination: str, rounds: list[RunResult]) -> RunResult:
     for key in LATENCY_SAMPLES:
         samples[ROUND_PREFIX + key] = [stats.median(v) for r in ok if (v := r.finite_samples(key))]
     summary: dict[str, float | None] = {}
+    recorded = [r.summary.model_dump() for r in ok]  # every field at once: the merge is the same for all
     for key in first.summary.to_dict():
-        values = [float(v) for r in ok if (v := r.summary.get(key)) is not None]
+        values = [float(v) for fields in recorded if (v := fields[key]) is not None]
         summary[key] = stats.median(values) if values else None
     for key in LATENCY_SAMPLES:
         pooled = [x for r in ok for x in r.finite_samples(key)]
@@ -68,10 +69,10 @@ def _merge(combination: str, rounds: list[RunResult]) -> RunResult:
             for label, p in (("median", 50.0), ("p90", 90.0), ("p99", 99.0)):
                 summary[f"{key}_{label}"] = stats.percentile(pooled, p)
     # compile: the first round compiles cold, the later ones reuse the sweep's cache
-    summary["compile_s"] = first.summary.get("compile_s")
+    summary["compile_s"] = first.summary.compile_s
     summary["iterations"] = float(sum(len(r.finite_samples("ttft_ms")) for r in ok))
     unstable = [r for r in ok if r.is_stable() is False]
-    reasons = [f"round {r.spec.round}: {r.stability.get('reason', '')}" for r in unstable]
+    reasons = [f"round {r.spec.round}: {r.stability.reason}" for r in unstable]
     stability = {"stable": not unstable, "reason": "; ".join(reasons)} if any(
         r.is_stable() is not None for r in ok) else {}
     failed = [r for r in rounds if r.status != "ok"]

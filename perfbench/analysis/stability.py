@@ -35,7 +35,7 @@ from perfbench.analysis import stats
 from perfbench.analysis.stats import CI_LEVEL
 
 if TYPE_CHECKING:
-    from perfbench.results import RunResult
+    from perfbench.results import RunResult, Summary
 
 MAX_REL_CI = 0.10  # CI width of the median / median
 MAX_OUTLIER_SHARE = 0.2
@@ -106,29 +106,29 @@ def metric_stability(name: str, values: list[float]) -> Stability:
     return Stability(not reasons, reasons)
 
 
-def host_reasons(summary: dict[str, float | None]) -> list[str]:
+def host_reasons(summary: Summary) -> list[str]:
     """Why the machine was not quiet while timing, from the recorded host figures ([] when it was or when
     nothing was recorded)."""
     reasons = []
     load = contention(summary)
     if load:
         reasons.append(load)
-    loadavg, cpus = summary.get("host_loadavg_1m"), summary.get("host_cpus")
+    loadavg, cpus = summary.host_loadavg_1m, summary.host_cpus
     if loadavg is not None and cpus and loadavg > cpus:
         reasons.append(f"load average of other work {loadavg:.2f} above the {cpus:g} spare CPUs")
-    lo, hi = summary.get("host_cpu_mhz_min"), summary.get("host_cpu_mhz_max")
+    lo, hi = summary.host_cpu_mhz_min, summary.host_cpu_mhz_max
     if lo is not None and hi and (hi - lo) / hi > MAX_FREQ_SPREAD:
         reasons.append(f"CPU clock varied {lo:.0f}-{hi:.0f} MHz while timing")
-    pressure = summary.get("host_mem_pressure_avg10")
+    pressure = summary.host_mem_pressure_avg10
     if pressure is not None and pressure > MAX_MEM_PRESSURE:
         reasons.append(f"memory pressure: tasks stalled on memory {pressure:.1f}% of the time")
-    available = summary.get("host_mem_available_frac")
+    available = summary.host_mem_available_frac
     if available is not None and available < MIN_MEM_AVAILABLE:
         reasons.append(f"only {available:.1%} of memory available")
     return reasons
 
 
-def run_stability(summary: dict[str, float | None], samples: dict[str, list[float]],
+def run_stability(summary: Summary, samples: dict[str, list[float]],
                   metrics: tuple[str, ...] = ("ttft_ms", "tpot_ms")) -> tuple[Stability, dict[str, Stability]]:
     """(the run's verdict, each metric's verdict). A host reason makes every metric unstable too."""
     host = host_reasons(summary)
@@ -169,7 +169,7 @@ def contended(*runs: RunResult) -> str:
     another speed (`host_speed_differs`)."""
     def why(r: RunResult) -> str:
         if r.is_stable() is False:
-            return f"unstable ({r.stability.get('reason') or 'no reason recorded'})"
+            return f"unstable ({r.stability.reason or 'no reason recorded'})"
         return contention(r.summary)
 
     reasons = [f"{r.run_id}: {reason}" for r in runs if (reason := why(r))]
@@ -178,10 +178,10 @@ def contended(*runs: RunResult) -> str:
     return "; ".join(reasons)
 
 
-def contention(summary: dict[str, float | None]) -> str:
+def contention(summary: Summary) -> str:
     """Why a run's timings cannot be trusted because of the machine ("" when they can or nothing was recorded)."""
-    other, spare = summary.get("host_other_cores"), summary.get("host_spare_cores")
-    steal = summary.get("host_steal_cores")
+    other, spare = summary.host_other_cores, summary.host_spare_cores
+    steal = summary.host_steal_cores
     reasons = []
     if other is not None and spare is not None and other > spare + SPARE_CORE_MARGIN:
         reasons.append(f"other processes kept {other:.2f} cores busy while timing ({spare:g} spare)")

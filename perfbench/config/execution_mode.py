@@ -52,7 +52,7 @@ def planned_mode(result: RunResult) -> str:
 def result_mode(result: RunResult) -> str:
     """The mode a run's trace recorded (`trace.mode`), else the one its plan gives (records from before the trace
     recorded it)."""
-    recorded = result.trace.get("mode")
+    recorded = result.trace.mode
     return recorded if isinstance(recorded, str) and recorded in MODES else planned_mode(result)
 
 

@@ -171,7 +171,7 @@ class MeasureSection(Section):
     min_iterations: PositiveInt = Field(5, description="adaptive stopping: timed calls at least")
     max_iterations: PositiveInt = Field(30, description="adaptive stopping: timed calls at most")
     max_time_s: PositiveFloat = Field(20.0, description="adaptive stopping: stop once timing took this long")
-    target_rel_ci: PositiveFloat = Field(0.03, description="adaptive stopping: stop once the 95% CI of the TTFT "
+    target_rel_ci: PositiveFloat = Field(0.03, description="adaptive stopping: stop once the CI of the TTFT "
                                          "and TPOT medians is this narrow, relative to the median")
     timeout_s: PositiveFloat = Field(600.0, description="wall-clock limit of one run's process; past it the run "
                                      "is killed")

@@ -297,7 +297,7 @@ def check_toggles(rule: TogglesRule, base: RunResult, cur: RunResult) -> CheckRe
 def check_op_count(rule: OpCountRule, base: RunResult, cur: RunResult) -> CheckResult:
     """Decode ops per step, in total and per op name, must not exceed baseline * (1 + tolerance); an op
     absent from the baseline counts as 0 there (a fused path that falls apart shows new op names)."""
-    base_total, cur_total = base.trace.get("decode_ops_per_step"), cur.trace.get("decode_ops_per_step")
+    base_total, cur_total = base.trace.decode_ops_per_step, cur.trace.decode_ops_per_step
     if base_total is None or cur_total is None:
         side = "baseline" if base_total is None else "current"
         return CheckResult(SKIP, "op_count", rule.name, cur.run_id,
@@ -307,8 +307,8 @@ def check_op_count(rule: OpCountRule, base: RunResult, cur: RunResult) -> CheckR
     if float(cur_total) > float(base_total) * factor + _COUNT_SLACK:
         grown.append(f"total {cur_total:g} > {base_total:g}")
     if rule.per_op:
-        base_ops = base.trace.get("op_counts_per_decode_step") or {}
-        cur_ops = cur.trace.get("op_counts_per_decode_step") or {}
+        base_ops = base.trace.op_counts_per_decode_step
+        cur_ops = cur.trace.op_counts_per_decode_step
         if base_ops and cur_ops:
             for op in sorted(cur_ops):
                 before = float(base_ops.get(op, 0))
@@ -329,7 +329,7 @@ def check_op_count(rule: OpCountRule, base: RunResult, cur: RunResult) -> CheckR
 def check_numerics(rule: NumericsRule, cur: RunResult) -> CheckResult:
     """max_abs_logit_diff against the all-off reference <= the bound for the run's dtype; tokens_match."""
     numerics = cur.numerics
-    diff, tokens_match = numerics.get("max_abs_logit_diff"), numerics.get("tokens_match")
+    diff, tokens_match = numerics.max_abs_logit_diff, numerics.tokens_match
     if diff is None and tokens_match is None:
         return CheckResult(SKIP, "numerics", rule.name, cur.run_id, "no numerics recorded")
     dtype = cur.spec.dtype

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.gate.checks import FAIL, INCONCLUSIVE, PASS, SKIP
 from perfbench.gate.engine import GateReport
 from perfbench.results import atomic_write_text
@@ -51,6 +52,12 @@ def ab_checks(record: ABRecord) -> list[CICheck]:
     return out
 
 
+def _levels(record: ABRecord) -> str:
+    """The confidence level(s) the verdicts were decided at ("95%"; an interrupted job's interim look: "99.9%")."""
+    levels = sorted({v.level for v in record.ratios()}) or [CI_LEVEL]
+    return "/".join(f"{level:.1%}".replace(".0%", "%") for level in levels)
+
+
 def ab_markdown(record: ABRecord) -> str:
     checks = ab_checks(record)
     failed = sum(c.status == FAIL for c in checks)
@@ -60,7 +67,7 @@ def ab_markdown(record: ABRecord) -> str:
     lines = [f"## perfbench ab: {verdict}{emulated}", "",
              f"scenario `{record.scenario}` · base `{record.base.ref}` ({(record.base.sha or '?')[:10]}) · head "
              f"`{record.head.ref}` ({(record.head.sha or '?')[:10]}{', dirty' if record.head.dirty else ''})", "",
-             "| run | metric | head/base | 95% CI | verdict | pairs |", "|---|---|---|---|---|---|"]
+             f"| run | metric | head/base | {_levels(record)} CI | verdict | pairs |", "|---|---|---|---|---|---|"]
     for rid, per in sorted(record.verdicts.items()):
         for metric, v in sorted(per.items()):
             lines.append(f"| {rid} | {metric} | {v.ratio:.3f}x | [{v.ci_low:.3f}, {v.ci_high:.3f}] | {v.verdict} | "

@@ -180,7 +180,7 @@ def _recorded_diffs(base: RunResult, cur: RunResult, keys: tuple[str, ...],
                     view: Any = lambda value: value) -> list[str]:
     diffs = []
     for key in keys:
-        before, after = base.env.get(key), cur.env.get(key)
+        before, after = getattr(base.env, key), getattr(cur.env, key)
         if before is not None and after is not None and view(before) != view(after):
             diffs.append(f"{key} {before} -> {after}")
     return diffs
@@ -342,7 +342,7 @@ def _ratio_checks(rule: RatioRule, current: list[RunResult]) -> list[CheckResult
 def refuse_mixed_emulation(base: ResultFolder, cur: ResultFolder) -> None:
     """Emulated-NPU results are CPU timings of emulated ops: never gated against other hardware's results."""
     def kinds(folder: ResultFolder) -> set[str]:
-        return {str(r.env.get("emulation") or "not emulated") for r in folder.runs.values()}
+        return {str(r.env.emulation or "not emulated") for r in folder.runs.values()}
 
     base_kinds, cur_kinds = kinds(base), kinds(cur)
     if base_kinds != cur_kinds and any(k != "not emulated" for k in base_kinds | cur_kinds):
@@ -480,7 +480,7 @@ def _write_baseline(source: ResultFolder, folder: Path, out: Path) -> None:
         "source": str(folder.resolve()),
         "git_sha": sha,
         "git_sha_source": sha_source,
-        "git_dirty": any(bool(r.env.get("git_dirty")) for r in results),
+        "git_dirty": any(bool(r.env.git_dirty) for r in results),
         "scenario": (source.scenario or {}).get("name"),
         "runs": len(results),
         "statuses": dict(Counter(r.status for r in results)),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.errors import UserError
 from perfbench.history import location
 from perfbench.history.extract import snapshot
@@ -39,7 +40,7 @@ def series_table(series: Series) -> str:
     rows = [[p.commit_order if p.commit_order is not None else "one-off",
              (p.sha or "-")[:10] + ("+" if p.dirty else ""), f"{p.value:.3f}",
              _ci(p.low, p.high), p.n, p.verdict, p.folder] for p in series.points]
-    table = tabulate(rows, headers=["commit", "sha", "value", "95% CI", "n", "verdict", "folder"],
+    table = tabulate(rows, headers=["commit", "sha", "value", f"{CI_LEVEL:.0%} CI", "n", "verdict", "folder"],
                      disable_numparse=True)
     return f"{series.key.label()} [{series.key.software_key}; {series.key.shape}]\n{table}"
 

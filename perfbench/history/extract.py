@@ -23,12 +23,11 @@ from perfbench.errors import UserError
 from perfbench.history.git_order import first_parent_order
 from perfbench.history.records import FolderKind, OpFamily, Point, Snapshot
 from perfbench.results import RunResult, load_folder
-from perfbench.results.ab_record import ABRecord, read_ab_record
+from perfbench.results.ab_record import AB_FILE, ABRecord, read_ab_record
 
-AB_FILE, BASELINE_FILE, RESULTS_FILE = "ab.json", "baseline.json", "results.jsonl"
+BASELINE_FILE, RESULTS_FILE = "baseline.json", "results.jsonl"
 ONCE_METRICS = ("compile_s", "first_ttft_ms")  # measured once per run: no CI
 TOP_FAMILIES = 5
-MEDIAN_BOOT = 400  # resamples of a median's CI: enough for a 95% interval's ends to 2 digits
 
 
 def content_hash(folder: Path) -> str:
@@ -87,7 +86,7 @@ def _median_points(merged: list[RunResult]) -> list[Point]:
             if not samples:
                 continue
             value = stats.median(samples)
-            low, high = stats.bootstrap_ci(samples, n_boot=MEDIAN_BOOT) if len(samples) >= 2 else (None, None)
+            low, high = stats.bootstrap_ci(samples) if len(samples) >= 2 else (None, None)
             out.append(Point(family="median", run_id=r.spec.combination_id, plan=label, shape=shape, metric=key,
                              value=value, low=low, high=high, n=len(samples), basis="iterations"))
         for key in ONCE_METRICS:

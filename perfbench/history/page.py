@@ -17,6 +17,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.history.changes import Change, series_changes
 from perfbench.history.series import Series, SeriesPoint
 from perfbench.results import atomic_write_text
@@ -104,7 +105,7 @@ def _section(series: Series, changes: list[Change], template: str | None) -> str
             f"<p>{html.escape(key.software_key)} · {html.escape(key.shape)}</p>{changed}{figure}"
             f"<details><summary>{len(series.points)} point{'s' * (len(series.points) != 1)}</summary>"
             "<table><tr><th>commit</th><th>sha</th>"
-            f"<th>value</th><th>95% CI</th><th>verdict</th><th>folder</th></tr>{_rows(series, template)}"
+            f"<th>value</th><th>{CI_LEVEL:.0%} CI</th><th>verdict</th><th>folder</th></tr>{_rows(series, template)}"
             "</table></details></section>")
 
 

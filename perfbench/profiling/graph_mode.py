@@ -168,9 +168,9 @@ def emulation_near(path: Path) -> str | None:
 def trace_mode(events: pd.DataFrame, path: Path, result: RunResult | None = None) -> TraceMode:
     """The mode of a trace: what its run recorded (`result`, from the run's result.json: its trace's `mode`,
     else its plan on its device), else what the trace shows (`detect_mode`)."""
-    emulation = (result.env.get("emulation") if result is not None else None) or emulation_near(path)
+    emulation = (result.env.emulation if result is not None else None) or emulation_near(path)
     if result is not None and result.plan:
-        source = "recorded by the run" if result.trace.get("mode") in MODES else "the run's plan"
+        source = "recorded by the run" if result.trace.mode in MODES else "the run's plan"
         return TraceMode(result_mode(result), f"{source}, result.json", emulation)
     detected = detect_mode(events)
     if detected is None:

@@ -28,8 +28,8 @@ def ab_section(folder: Path) -> Section | None:
              "clusters": v.clusters, "level": f"{v.level:.1%}",
              "needs": "" if v.seconds_needed is None else f"~{v.seconds_needed:.0f} s more"}
             for rid, per in record.verdicts.items() for metric, v in per.items()]
-    band = record.settings.get("band", record.settings.get("threshold", 0))
-    margin = record.settings.get("margin", 0)
+    band = record.settings.band or 0.0
+    margin = record.settings.margin or 0.0
     section.blocks.append(Table("ab_verdicts", [
         Column("run"), Column("metric"), Column("ratio", "head / base", ci=("lo", "hi"), suffix="x"),
         Column("verdict", mark_key="verdict"), Column("pairs"), Column("clusters", unit), Column("level", "CI"),

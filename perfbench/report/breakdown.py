@@ -132,7 +132,7 @@ def _generic_rows(stem: str, tables: TraceTables, toggles: dict[str, str],
 def _slowest_rank_line(result: RunResult) -> str:
     """"<run>: slowest rank 1, steps 12.3% longer than the median rank's" for a multi-rank run (per-rank
     table: per_rank_steps.csv), else ""."""
-    cluster = result.trace.get("cluster") or {}
+    cluster = result.trace.cluster
     if cluster.get("slowest_rank") is None:
         return ""
     pct = float(cluster.get("slowest_rank_over_median_pct") or 0.0)
@@ -147,7 +147,7 @@ def breakdown_section(results: Sequence[RunResult], tables: TraceTables) -> Sect
     ok = [r for r in results if r.status == "ok"]
     section.blocks += [Text(p, note=True) for p in tables.problems]
     for r in ok:
-        error = str(r.trace.get("error") or "").strip()
+        error = (r.trace.error or "").strip()
         if error:
             section.blocks.append(Text(f"{r.run_id}: the trace was not parsed ({error.splitlines()[-1]}).",
                                        note=True))
@@ -161,7 +161,7 @@ def breakdown_section(results: Sequence[RunResult], tables: TraceTables) -> Sect
                                "tables under runs/<run_id>/tables/ hold every op.", note=True))
     section.blocks += [Text(line) for line in map(_slowest_rank_line, ok) if line]
     section.blocks += [Text(f"{r.run_id}: trace vs plan: {line}") for r in ok
-                       for line in r.trace.get("plan_mismatches") or []]
+                       for line in r.trace.plan_mismatches]
     toggles = {r.run_id: combo_label(r.effective_on()) for r in ok}
     for stem, label in BREAKDOWNS.items():
         section.blocks += _breakdown_blocks(stem, label, tables, toggles)

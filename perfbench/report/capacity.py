@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfbench.analysis.capacity import Targets, capacity_points, plan_capacities
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.scenario import TargetsSection
 from perfbench.report.emulation import emulation_note
 from perfbench.report.page import Figure, Section, Text
@@ -45,7 +46,8 @@ def capacity_section(folder: Path, results: Sequence[RunResult]) -> Section:
         return section
     section.blocks.append(Text(
         "Decode throughput per device (batch x 1000 / TPOT median / world size) against throughput per user "
-        "(1000 / TPOT median), per plan and batch size, with 95% CIs from the TPOT median's; pareto: no run of the "
+        f"(1000 / TPOT median), per plan and batch size, with {CI_LEVEL:.0%} CIs from the TPOT median's; pareto: no "
+        "run of the "
         "same shape (any plan) has at least both and more of one.", note=True))
     rows = [{**p.model_dump(exclude={"tok_s_device_ci", "tok_s_user_ci", "ttft_p90_ci", "decode_step_p99_ci"}),
              "dev_lo": _ci(p.tok_s_device_ci, 0), "dev_hi": _ci(p.tok_s_device_ci, 1),

@@ -27,8 +27,8 @@ def cold_start_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
     for r in ok:
         row: dict[str, Any] = {"run_id": r.run_id, "shape": r.shape().label(), "round": r.spec.round,
                                "toggles_on": combo_label(r.effective_on()),
-                               "first_ttft_ms": r.metric("first_ttft_ms"), "ttft_ms_median": r.metric("ttft_ms_median"),
-                               "compile_s": r.metric("compile_s"), "cold_cost_ms": cold_cost_ms(r),
+                               "first_ttft_ms": r.summary.first_ttft_ms, "ttft_ms_median": r.summary.ttft_ms_median,
+                               "compile_s": r.summary.compile_s, "cold_cost_ms": cold_cost_ms(r),
                                "decode_steps": len(r.finite_samples("tpot_steps_ms"))}
         for key in STEP_KEYS:
             row.update({k: r.metric(k) for k in (key, f"{key}_ci_low", f"{key}_ci_high")})
@@ -47,8 +47,8 @@ def rounds_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
         first = rounds[0]
         row: dict[str, Any] = {"shape": first.shape().label(), "toggles_on": combo_label(first.effective_on()),
                                "rounds": len(rounds)}
-        for key, read in (("first_ttft_ms", lambda r: r.metric("first_ttft_ms")),
-                          ("compile_s", lambda r: r.metric("compile_s")), ("cold_cost_ms", cold_cost_ms)):
+        for key, read in (("first_ttft_ms", lambda r: r.summary.first_ttft_ms),
+                          ("compile_s", lambda r: r.summary.compile_s), ("cold_cost_ms", cold_cost_ms)):
             values = [v for v in (read(r) for r in rounds) if v is not None]
             row[key] = stats.median(values) if values else None
             low = high = None

@@ -53,7 +53,7 @@ def _rows(matches: list[Match], bands: dict[str, float] | None = None) -> list[d
 def _stable_text(m: Match) -> str:
     """"" when both sides are stable (or not judged) and the host ran at one speed for both; otherwise which
     side is not stable, with its reason, and the host's change of speed."""
-    reasons = [f"{side} unstable: {r.stability.get('reason', '')}" for side, r in (("A", m.a), ("B", m.b))
+    reasons = [f"{side} unstable: {r.stability.reason}" for side, r in (("A", m.a), ("B", m.b))
                if r.is_stable() is False]
     if speed := host_speed_differs(m.a, m.b):
         reasons.append(speed)

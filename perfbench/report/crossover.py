@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report.page import Figure, Section, Text, write_page
 from perfbench.report.plots import curve_with_ci
 from perfbench.report.table import Column, Table
@@ -38,7 +39,7 @@ def crossover_sections(search: CrossoverSearch, rows: list[CrossingRow],
         bands = [(r.crossing.low or search.lo, r.crossing.high or search.hi) for r in rows
                  if r.phase == phase and r.crossing.found]
         section.blocks.append(Figure(curve_with_ci(series, priors, search.thresholds, bands, search.axis,
-                                                   "speed-up (95% CI)", f"{search.toggle}: {phase}"),
+                                                   f"speed-up ({CI_LEVEL:.0%} CI)", f"{search.toggle}: {phase}"),
                                      f"{phase} speed-up of {search.toggle} against {search.axis}; dashed: the "
                                      "roofline prior; grey: the crossings' CIs"))
         section.blocks.append(Table(f"crossover_{phase}", [

@@ -10,7 +10,7 @@ from perfbench.results import RunResult
 
 def emulation_note(results: Sequence[RunResult]) -> Text | None:
     """A note naming the emulation when any run was NPU-emulated ("emulated npu (910b)"), else None."""
-    labels = sorted({str(r.env.get("emulation")) for r in results if r.env.get("emulation")})
+    labels = sorted({r.env.emulation for r in results if r.env.emulation})
     if not labels:
         return None
     return Text(f"Emulation: {', '.join(labels)}. These numbers are CPU timings of the NPU emulator, not NPU "

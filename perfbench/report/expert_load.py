@@ -14,7 +14,7 @@ from perfbench.results import RunResult
 
 def expert_load_section(results: Sequence[RunResult]) -> Section:
     section = Section("MoE expert load")
-    recorded = [r for r in results if r.expert_load.get("counts")]
+    recorded = [r for r in results if r.expert_load.counts]
     if not recorded:
         section.blocks.append(Text("No run recorded per-expert routing counts.", note=True))
         return section
@@ -39,7 +39,7 @@ def expert_load_section(results: Sequence[RunResult]) -> Section:
     section.blocks.append(Table("expert_load", columns, rows, caption="Per-expert load per MoE layer",
                                 collapsed=len(rows) > 40))
     missing = sorted({f"{phase}: {why}" for r in recorded
-                      for phase, why in (r.expert_load.get("not_recorded") or {}).items()})
+                      for phase, why in r.expert_load.not_recorded.items()})
     for line in missing:
         section.blocks.append(Text(f"Not recorded in some runs - {line}.", note=True))
     return section

@@ -50,10 +50,10 @@ def latency_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                                "toggles_on": combo_label(r.effective_on()), "lengths": realised_lengths(r)}
         for prefix, sample_key in LATENCIES:
             row.update(latency_stats(r, prefix, sample_key))
-        for key in ("prefill_tok_s", "decode_tok_s", "compile_s", "first_ttft_ms", "peak_mem_mb"):
-            row[key] = r.summary.get(key)
+        row.update(r.summary.model_dump(include={"prefill_tok_s", "decode_tok_s", "compile_s", "first_ttft_ms",
+                                                 "peak_mem_mb"}))
         row["stable"] = {True: "yes", False: "no", None: ""}[r.is_stable()]
-        row["unstable_reason"] = r.stability.get("reason", "")
+        row["unstable_reason"] = r.stability.reason
         row["stop_reason"] = r.stop_reason
         rows.append(row)
     return rows

@@ -15,7 +15,7 @@ FIELDS = ("peak_mem_mb", "mem_weights_mb", "mem_state_mb", "mem_rest_mb", "mem_g
 
 
 def memory_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
-    ok = [r for r in results if r.status == "ok" and r.metric("peak_mem_mb") is not None]
+    ok = [r for r in results if r.status == "ok" and r.summary.peak_mem_mb is not None]
     fewest: dict[Any, RunResult] = {}
     for r in ok:
         held = fewest.get(r.shape())
@@ -26,8 +26,8 @@ def memory_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
         base = fewest[r.shape()]
         row: dict[str, Any] = {"run_id": r.run_id, "shape": r.shape().label(),
                                "toggles_on": combo_label(r.effective_on()), "device": r.spec.device}
-        row.update({key: r.metric(key) for key in FIELDS})
-        peak, base_peak = r.metric("peak_mem_mb"), base.metric("peak_mem_mb")
+        row.update(r.summary.model_dump(include=set(FIELDS)))
+        peak, base_peak = r.summary.peak_mem_mb, base.summary.peak_mem_mb
         row["peak_vs_fewest_mb"] = None if base is r or base_peak is None else peak - base_peak
         rows.append(row)
     return rows

@@ -98,7 +98,7 @@ def plan_section(results: Sequence[RunResult]) -> Section:
     rows = []
     for r in results:
         row: dict[str, Any] = {"run_id": r.run_id, "status": r.status, "shape": r.shape().label(),
-                               "mode": mode_text(result_mode(r), r.env.get("emulation"))}
+                               "mode": mode_text(result_mode(r), r.env.emulation)}
         for t in TOGGLE_NAMES:
             decision = r.plan.decisions.get(t)
             row[t] = decision.state if decision else ""
@@ -127,7 +127,7 @@ def numerics_section(results: Sequence[RunResult]) -> Section:
     rows = []
     for r in checked:
         row = {"run_id": r.run_id, "toggles_on": combo_label(r.effective_on())}
-        row.update({k: r.numerics.get(k) for k in ("max_abs_logit_diff", "tokens_match", *extra)})
+        row.update(r.numerics.model_dump(include={"max_abs_logit_diff", "tokens_match", *extra}))
         rows.append(row)
     section.blocks.append(Table("numerics", columns, rows))
     return section

@@ -19,6 +19,9 @@ from perfbench.results.validation import record_error
 AB_FILE = "ab.json"
 AB_VERSION = 2
 AB_KIND = "perfbench ab"
+# version 1 wrote no level: every one of its verdicts and looks was decided at 95% (analysis/stats.py CI_LEVEL
+# may change; what an old record was decided at does not)
+V1_LEVEL = 0.95
 
 
 class _Part(BaseModel):
@@ -32,6 +35,29 @@ class ABArm(_Part):
     dirty: bool = False
 
 
+class ABJobSettings(_Part):
+    """The settings a job ran with (run/ab.py ABSettings); every field any version wrote, unset when it did not.
+    Version 1 called the band `threshold` and had `min_pairs`."""
+
+    max_time_s: float | None = None
+    pairs_per_epoch: int | None = None
+    pairs_per_process: int | None = None
+    min_pairs: int | None = None
+    band: float | None = None
+    margin: float | None = None
+    looks: int | None = None
+    processes: str | None = None
+    seed: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "threshold" in raw:
+            raw = {**raw, "band": raw.get("band", raw["threshold"])}
+            raw.pop("threshold")
+        return raw
+
+
 class ABVerdict(_Part):
     """head / base of one (run, metric), judged by perfbench/analysis/paired.py."""
 
@@ -42,7 +68,7 @@ class ABVerdict(_Part):
     clusters: int = 0
     band: float = 0.05
     margin: float = 0.0
-    level: float = 0.95
+    level: float = V1_LEVEL
     method: str = "bootstrap"
     verdict: Literal["slower", "faster", "same", "inconclusive"]
     p_slower: float | None = None
@@ -85,7 +111,7 @@ class ABLook(_Part):
     elapsed_s: float
     pairs: int  # per run, the fewest
     clusters: int = 0
-    level: float = 0.95
+    level: float = V1_LEVEL
     verdicts: dict[str, dict[str, str]]
 
     @model_validator(mode="before")
@@ -106,7 +132,7 @@ class ABRecord(_Part):
     head: ABArm = Field(default_factory=ABArm)
     mode: Literal["one process", "two processes"] = "two processes"
     mode_reason: str = ""  # why two processes, when one was not possible
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: ABJobSettings = Field(default_factory=ABJobSettings)
     status: Literal["ok", "error", "interrupted"] = "ok"
     stopped: str = ""
     startup_s: float | None = None  # from the start of the job until every arm was built and ready

@@ -23,11 +23,6 @@ class Record(BaseModel):
     def __bool__(self) -> bool:
         return bool(self.model_fields_set)
 
-    def get(self, name: str, default: Any = None) -> Any:
-        """A field by name (the metric names of tables and rules are strings); `default` when unset or null."""
-        value = getattr(self, name) if name in type(self).model_fields else None
-        return default if value is None else value
-
     def update(self, values: Mapping[str, Any]) -> None:
         for name, value in values.items():
             setattr(self, name, value)

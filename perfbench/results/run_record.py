@@ -283,8 +283,9 @@ class RunResult(BaseModel):
         return self.stability.stable
 
     def metric(self, name: str) -> float | None:
-        """A summary metric (SUMMARY_KEYS), None when not recorded."""
-        value = self.summary.get(name)
+        """A summary metric named by a string (SUMMARY_KEYS), None when not recorded: the one door for a metric
+        that a gate rule, a compare or an attribution names; code that knows the field reads the attribute."""
+        value = getattr(self.summary, name) if name in Summary.model_fields else None
         return None if value is None else float(value)
 
     def finite_samples(self, key: str) -> list[float]:
@@ -330,8 +331,7 @@ class RunResult(BaseModel):
         for t in TOGGLE_NAMES:
             row[f"req.{t}"] = bool(spec.toggles.get(t, False))
             row[f"eff.{t}"] = self.plan.state(t)
-        for key in SUMMARY_KEYS:
-            row[key] = self.summary.get(key)
+        row.update(self.summary.model_dump(include=set(SUMMARY_KEYS)))
         row["stop_reason"] = self.stop_reason
         row["stable"] = "" if self.stability.stable is None else self.stability.stable
         row["unstable_reason"] = self.stability.reason

@@ -154,7 +154,7 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
         if code not in (0, 1):
             raise UserError(f"crossover at {x}: the sweep stopped (exit {code}); results so far in {folder}")
         results = load_folder(folder).results
-        search.emulation = next((str(r.env.get("emulation")) for r in results if r.env.get("emulation")),
+        search.emulation = next((r.env.emulation for r in results if r.env.emulation),
                                 search.emulation)
         return point_speedups(results, search.toggle, x)
     return measure

@@ -112,7 +112,7 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
         results.append(result)
         write_results(out, results)
         failures += result.status != "ok"
-        unstable = "" if result.is_stable() is not False else f", UNSTABLE: {result.stability.get('reason')}"
+        unstable = "" if result.is_stable() is not False else f", UNSTABLE: {result.stability.reason}"
         _say(f"[{number[planned.spec.run_id]}/{total}] {planned.spec.run_id} {result.status} {wall:.1f}s "
              f"(elapsed {_duration(time.monotonic() - start)}, failures {failures}){unstable}")
         if result.failure:

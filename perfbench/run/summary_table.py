@@ -5,33 +5,61 @@ perfbench/analysis/folder_analysis.py; this module only lays it out (at most 120
 
 from __future__ import annotations
 
+import math
+import re
 import textwrap
 
 from tabulate import tabulate
 
 from perfbench.analysis import paired, stats
 from perfbench.analysis.folder_analysis import FolderAnalysis
-from perfbench.analysis.speedup import Speedup, plan_label
+from perfbench.analysis.speedup import FASTER, INCONCLUSIVE, SAME, SLOWER, UNSTABLE, Speedup, plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
-from perfbench.results import RunResult
+from perfbench.results import STATUSES, RunResult
 
-# notes wrap here; every number takes at most 5 characters (`short_number`), so the tables of the default scenario
-# fit whatever the values (tests/perfbench/run/test_summary_table.py)
+# The tables and notes fit WIDTH whatever the values (tests/perfbench/run/test_summary_table.py): every number takes
+# at most NUMBER_WIDTH characters (`short_number`), a speed-up cell at most GAIN_WIDTH, and the plan labels, the one
+# column of unbounded text, wrap onto more lines at what is left.
 WIDTH = 120
+NUMBER_WIDTH = 5
+COLUMN_GAP = 2  # tabulate's "plain" format
+GAIN_WIDTH = len("x [,] ") + 3 * NUMBER_WIDTH + max(map(len, (FASTER, SLOWER, SAME, UNSTABLE, INCONCLUSIVE)))
+MEDIAN_WIDTH = max(NUMBER_WIDTH, *map(len, STATUSES))  # a failed plan shows its status there
+PLAN_WIDTH = WIDTH - 2 * (MEDIAN_WIDTH + GAIN_WIDTH) - 4 * COLUMN_GAP
+ADDED_WIDTH = WIDTH - 2 * GAIN_WIDTH - 2 * COLUMN_GAP
 
 
 def short_number(x: float) -> str:
-    """A number in at most 5 characters, so that the table's width does not depend on the values: two decimals
-    below 10, one below 1000, none below 10^5, else the exponent form ("1e+05"); "inf" for an unbounded CI."""
+    """A latency or ratio (never negative) in at most 5 characters, so that the table's width does not depend on
+    the values: two decimals below 10, one below 1000, none below 10^5, else the exponent form ("1e+05",
+    "1e300"); a value that rounds up past its range (999.96 -> "1000.0") takes the next, coarser form; "inf" for
+    an unbounded CI."""
     magnitude = abs(x)
+    if math.isnan(x):
+        return "nan"
     if not magnitude < float("inf"):
         return "inf" if x > 0 else "-inf"
-    if magnitude < 10:
-        return f"{x:.2f}"
-    if magnitude < 1000:
-        return f"{x:.1f}"
-    return f"{x:.0f}" if magnitude < 1e5 else f"{x:.0e}"
+    forms = ("{:.2f}", "{:.1f}", "{:.0f}")
+    first = 0 if magnitude < 10 else 1 if magnitude < 1000 else 2 if magnitude < 1e5 else 3
+    fixed = next((text for form in forms[first:] if len(text := form.format(x)) <= NUMBER_WIDTH), None)
+    if fixed is not None:
+        return fixed
+    mantissa, exponent = f"{x:.0e}".split("e")
+    return f"{mantissa}e{exponent}" if len(exponent) <= 3 else f"{mantissa}e{int(exponent)}"  # 1e+05, 1e300
+
+
+def _plan_cell(label: str, width: int) -> str:
+    """A plan label in lines of at most `width`, broken after a "+" or a space ("attn+gdr+" / "rope")."""
+    lines: list[str] = []
+    for token in re.findall(r"[^+ ]+[+ ]?|[+ ]", label):
+        pieces = textwrap.wrap(token, width, drop_whitespace=False) if len(token) > width else [token]
+        for piece in pieces:
+            if lines and len(lines[-1] + piece.rstrip()) <= width:
+                lines[-1] += piece
+            else:
+                lines.append(piece)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _gain(value: Speedup | None) -> str:
@@ -50,7 +78,7 @@ def compile_summary(results: list[RunResult]) -> str:
     """Graph compile time of runs that found the sweep's compile cache cold vs warm ("" when none compiled)."""
     groups: dict[str, list[float]] = {"cold": [], "warm": []}
     for r in results:
-        seconds, warm = r.metric("compile_s"), r.metric("compile_cache_warm")
+        seconds, warm = r.summary.compile_s, r.summary.compile_cache_warm
         if r.status == "ok" and seconds is not None and warm is not None:
             groups["warm" if warm else "cold"].append(seconds)
     parts = [f"{state} cache: median {stats.median(v):.1f} s over {len(v)} run{'s' * (len(v) != 1)}"
@@ -88,11 +116,12 @@ def summary_table(analysis: FolderAnalysis) -> str:
     merged.sort(key=lambda r: (r.spec.combination_id != base_id, len(r.plan.effective_on()), plan_label(r)))
     rows = []
     for r in merged:
-        label = plan_label(r)
+        label = _plan_cell(plan_label(r), PLAN_WIDTH)
         if r.status != "ok":
             rows.append((label, r.status, "", "", ""))
         elif r.spec.combination_id == base_id:
-            rows.append((f"{label} (baseline)", _median(r, "ttft_ms"), "-", _median(r, "tpot_ms"), "-"))
+            rows.append((_plan_cell(f"{plan_label(r)} (baseline)", PLAN_WIDTH), _median(r, "ttft_ms"), "-",
+                         _median(r, "tpot_ms"), "-"))
         else:
             gain = gains.get(r.spec.combination_id, {})
             rows.append((label, _median(r, "ttft_ms"), _gain(gain.get("ttft_ms")), _median(r, "tpot_ms"),
@@ -101,7 +130,8 @@ def summary_table(analysis: FolderAnalysis) -> str:
     lines = [tabulate(rows, header, tablefmt="plain", disable_numparse=True)]
     if analysis.on_top:
         ids = {r.spec.combination_id: r for r in merged}
-        rows = [(f"+{TOGGLE_ABBREV.get(m.toggle, m.toggle)} on {plan_label(ids[m.without])}",
+        rows = [(_plan_cell(f"+{TOGGLE_ABBREV.get(m.toggle, m.toggle)} on {plan_label(ids[m.without])}",
+                            ADDED_WIDTH),
                  _gain(m.gains.get("ttft_ms")), _gain(m.gains.get("tpot_ms"))) for m in analysis.on_top]
         lines += ["", tabulate(rows, ("toggle added to a plan", "TTFT speed-up", "TPOT speed-up"),
                                tablefmt="plain", disable_numparse=True)]

@@ -15,7 +15,7 @@ import pytest
 
 from perfbench.analysis import stability
 from perfbench.analysis.stability import host_reasons, metric_stability, outlier_share, run_stability
-from perfbench.results import RunResult, RunSpec, load_results
+from perfbench.results import RunResult, RunSpec, Summary, load_results
 from perfbench.run import host_signals
 from perfbench.run.launcher import PROJECT_DIR
 
@@ -43,18 +43,18 @@ def test_too_few_samples_cannot_be_called_stable():
 
 
 def test_a_quiet_machine_gives_no_host_reason():
-    assert host_reasons(QUIET) == []
-    assert host_reasons({}) == []  # nothing recorded (an old result, or not Linux): no verdict
+    assert host_reasons(Summary(**QUIET)) == []
+    assert host_reasons(Summary()) == []  # nothing recorded (an old result, or not Linux): no verdict
     # the host-speed probe's spread is recorded, not judged (stability.py says why)
-    assert host_reasons({**QUIET, "host_speed_change": 0.3}) == []
+    assert host_reasons(Summary(**QUIET, host_speed_change=0.3)) == []
 
 
 def test_recorded_contention_makes_every_metric_unstable():
     busy = {**QUIET, "host_other_cores": 1.6}  # 1 spare core: 0.6 beyond it is more than the 0.25 margin
-    verdict, per_metric = run_stability(busy, {"ttft_ms": [10.0] * 6, "tpot_ms": [2.0] * 6})
+    verdict, per_metric = run_stability(Summary(**busy), {"ttft_ms": [10.0] * 6, "tpot_ms": [2.0] * 6})
     assert not verdict.stable and "other processes kept 1.60 cores busy" in verdict.reason
     assert all(not m.stable for m in per_metric.values())
-    verdict, per_metric = run_stability(QUIET, {"ttft_ms": [10.0] * 6, "tpot_ms": [2.0] * 6})
+    verdict, per_metric = run_stability(Summary(**QUIET), {"ttft_ms": [10.0] * 6, "tpot_ms": [2.0] * 6})
     assert verdict.stable and all(m.stable for m in per_metric.values())
 
 
@@ -82,7 +82,7 @@ def test_host_speed_differs_beyond_the_tolerance_only():
     ({"host_steal_cores": 0.5}, "the hypervisor stole 0.50 cores"),
 ])
 def test_each_host_criterion_names_its_reason(change, expected):
-    assert any(expected in r for r in host_reasons({**QUIET, **change}))
+    assert any(expected in r for r in host_reasons(Summary(**{**QUIET, **change})))
 
 
 def test_signals_are_read_from_proc_and_sys(tmp_path):
@@ -188,4 +188,4 @@ def test_a_quiet_run_right_after_other_work_has_no_load_reason():
     summary = host_signals.signals_summary(before, after, run_threads=1, cpus=2)
     assert summary["host_loadavg_1m"] == pytest.approx(0.0, abs=0.05)
     assert after.loadavg_1m - 1 > summary["host_cpus"]   # what the raw reading would have flagged
-    assert not any("load average" in r for r in host_reasons({**QUIET, **summary}))
+    assert not any("load average" in r for r in host_reasons(Summary(**{**QUIET, **summary})))

@@ -125,6 +125,7 @@ def test_a_version_1_record_loads(tmp_path: Path):
     assert record.version == 1 and record.verdicts["r"]["ttft_ms"].clusters == 2
     assert record.verdicts["r"]["ttft_ms"].regression and record.pairs[0].cluster == 0
     assert record.trail[0].look == 2
+    assert record.settings.band == 0.25  # version 1 called the band "threshold"
 
 
 def test_a_wrong_or_future_record_is_one_line(tmp_path: Path):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from perfbench.analysis.stability import contention
+from perfbench.results import Summary
 from perfbench.run import host_load
 from perfbench.run.host_load import CpuSnapshot, HostLoad
 
@@ -29,7 +30,7 @@ def test_a_spinning_process_outside_the_run_is_seen(tmp_path):
         hog.kill()
         hog.wait()
     assert load is not None and load.other_cores > 0.6, load
-    assert "other processes kept" in contention(load.as_summary())
+    assert "other processes kept" in contention(Summary(**load.as_summary()))
 
 
 def _cpu_ticks(pid: int) -> int:
@@ -75,8 +76,8 @@ def test_arithmetic_and_verdict():
                         own_ticks=100 + 4 * tick)
     load = host_load.host_load(before, after, run_threads=2, cpus=2)
     assert load == HostLoad(other_cores=2.0, steal_cores=0.4, spare_cores=0.0)
-    why = contention(load.as_summary())
+    why = contention(Summary(**load.as_summary()))
     assert "2.00 cores busy" in why and "stole 0.40 cores" in why
     # the same other load on a machine with 8 spare cores leaves the run alone
-    assert contention(HostLoad(2.0, 0.0, 8.0).as_summary()) == ""
-    assert contention({}) == ""  # nothing recorded (not Linux, or an old result): no verdict
+    assert contention(Summary(**HostLoad(2.0, 0.0, 8.0).as_summary())) == ""
+    assert contention(Summary()) == ""  # nothing recorded (not Linux, or an old result): no verdict

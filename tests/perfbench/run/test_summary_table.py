@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.folder_analysis import analyse
+from perfbench.analysis.speedup import Marginal, Speedup
+from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run.summary_table import compile_summary, short_number, summary_table
 
@@ -96,7 +100,8 @@ def test_compile_times_are_reported_cold_and_warm_apart():
 
 
 @pytest.mark.parametrize(("value", "text"), [(0.934, "0.93"), (9.999, "10.00"), (12.345, "12.3"), (999.94, "999.9"),
-                                             (12345.6, "12346"), (123456.0, "1e+05"), (float("inf"), "inf")])
+                                             (999.96, "1000"), (12345.6, "12346"), (99999.5, "1e+05"),
+                                             (123456.0, "1e+05"), (1e300, "1e300"), (float("inf"), "inf")])
 def test_short_numbers_take_at_most_five_characters(value: float, text: str):
     assert short_number(value) == text and len(text) <= 5
 
@@ -116,3 +121,27 @@ def test_the_default_table_fits_120_columns_with_the_widest_values():
     assert "inconclusive" in text and "e+" in text
     widest = max(text.splitlines(), key=len)
     assert len(widest) <= 120, widest
+
+
+def test_the_table_fits_120_columns_whatever_the_values():
+    # the widest each column can hold: the longest plan labels (every toggle on; the baseline with all but one,
+    # which adds " (baseline)"), a failed plan's status in the TTFT column, 5-digit medians, and speed-up cells of
+    # 5-character numbers (finite and unbounded) with the longest verdict word
+    def plan(run_id: str, on: tuple[str, ...], status: str = "ok") -> RunResult:
+        decisions = {t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES}
+        return RunResult(run_id=run_id, status=status, spec=RunSpec(run_id=run_id, scenario="s"),
+                         plan=RunPlan.from_dict(decisions),
+                         samples={"ttft_ms": [99999.4] * 3, "tpot_ms": [99999.4] * 3})
+
+    every = tuple(TOGGLE_NAMES)
+    base, full = plan("base", every[1:]), plan("full", every)
+    results = [base, full, plan("failed", every, status="timeout")]
+    widest = Speedup(99999.0, 12345.6, 1e300, "blocks", "inconclusive", 10, 2)
+    unbounded = Speedup(float("inf"), 99999.0, float("inf"), "blocks", "inconclusive", 10, 2)
+    analysis = dataclasses.replace(analyse(results), gains={"full": {"ttft_ms": widest, "tpot_ms": unbounded}},
+                                   on_top=(Marginal(every[0], "base", "full", {"ttft_ms": widest,
+                                                                               "tpot_ms": unbounded}),))
+    text = summary_table(analysis)
+    for shown in ("(baseline)", "timeout", "99999", "1e300", "inf]", "inconclusive", f"+{TOGGLE_ABBREV[every[0]]} on"):
+        assert shown in text
+    assert max(len(line) for line in text.splitlines()) <= 120, text
