@@ -124,20 +124,14 @@ def _run_tiny(tmp_path: Path, out: Path) -> tuple[subprocess.CompletedProcess, d
     return proc, row
 
 
-# serial: the quiet half needs a machine with nothing else running (CI runs these after the parallel tests)
+# serial: the hogs would slow every test running beside them (CI runs these after the parallel tests)
 @pytest.mark.serial
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux /proc")
-def test_a_run_beside_a_cpu_hog_is_flagged_unstable_everywhere_and_the_same_run_alone_is_not(tmp_path):
-    proc, row = _run_tiny(tmp_path, tmp_path / "alone")
-    # alone, no other process competes: the contention criterion does not hold. (The hypervisor may still steal
-    # time from the VM, outside anything this test controls, and the samples may still be judged noisy: on a
-    # shared VM a 20-iteration run of 3 ms iterations can drift by a third with nothing else running.)
-    (alone,) = load_results(tmp_path / "alone")
-    assert alone.summary.host_other_cores is not None
-    assert not [r for r in host_reasons(alone.summary) if "other processes kept" in r]
-    assert "other processes kept" not in row["unstable_reason"] + proc.stdout + proc.stderr
-    assert "other processes kept" not in (tmp_path / "alone" / "report.html").read_text()
+def test_a_run_beside_a_cpu_hog_records_the_hogs_cores_and_is_flagged_unstable_everywhere(tmp_path):
+    """Only what the hogs change: their CPU time is recorded as other processes' and the run is flagged in the
+    CSV, the terminal and the report. What a quiet host records on its own (steal, drift) is not asserted; that
+    the run's own process group never counts as "other" is tests/perfbench/run/test_host_load.py's."""
     # one spinner more than CPUs, each in its own session (outside the run's process group): with one per CPU the
     # scheduler's share for the run left the others at 1.2-1.33 cores on 2 CPUs, at the 1.25 threshold
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
@@ -148,6 +142,11 @@ def test_a_run_beside_a_cpu_hog_is_flagged_unstable_everywhere_and_the_same_run_
         for hog in hogs:
             hog.kill()
             hog.wait()
+    (beside,) = load_results(tmp_path / "beside_hog")
+    summary = beside.summary
+    assert summary.host_other_cores is not None and summary.host_spare_cores is not None
+    assert summary.host_other_cores > summary.host_spare_cores, summary
+    assert any("other processes kept" in r for r in host_reasons(summary))
     assert row["stable"] == "False" and "other processes kept" in row["unstable_reason"]
     terminal = proc.stdout + proc.stderr
     assert "UNSTABLE" in terminal and "need a second look" in terminal and "other processes kept" in terminal
