@@ -49,7 +49,7 @@ def run_scenario(tree: Path, scenario: str, out: Path, hog: bool) -> float:
     start = time.perf_counter()
     try:
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        done = subprocess.run([sys.executable, "-m", "perfbench", "run", scenario, "--out", str(out)], cwd=tree,
+        done = subprocess.run([sys.executable, "-m", "perfbench.cli", "run", scenario, "--out", str(out)], cwd=tree,
                               env=env, capture_output=True, text=True, check=False)
     finally:
         if spinner is not None:
@@ -63,7 +63,7 @@ def run_scenario(tree: Path, scenario: str, out: Path, hog: bool) -> float:
 
 def gate(baseline: Path, current: Path, confirm: bool) -> tuple[int, str]:
     env = {**os.environ, "CI": "true", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "perfbench", "gate", "--baseline", str(baseline), "--current",
+    done = subprocess.run([sys.executable, "-m", "perfbench.cli", "gate", "--baseline", str(baseline), "--current",
                            str(current), "--confirm" if confirm else "--no-confirm"], cwd=REPO, env=env,
                           capture_output=True, text=True, check=False)
     return done.returncode, done.stdout + done.stderr
