@@ -89,6 +89,12 @@ def crossing_from_points(points: list[SpeedupPoint], threshold: float, lo: int, 
         return Crossing(threshold=threshold, found=False,
                         text=f"no crossing in range {lo}-{hi}: the speed-up stays {side} {threshold:g} "
                              f"at all {len(pts)} points")
+    if all(p.side(threshold) == UNDECIDED for p in pts):
+        # the estimates change sides, but every CI holds the threshold: noise around it (a toggle that does not
+        # touch this phase), not a crossing
+        return Crossing(threshold=threshold, found=False,
+                        text=f"no crossing shown in range {lo}-{hi}: every point's CI holds {threshold:g} "
+                             f"({len(pts)} points)")
     # with noise the estimates may cross more than once near the crossing: the direction is the ends' (first
     # against last point), and of the changes that way the one whose bracket is narrowest in log x
     overall_falls = pts[0].value > pts[-1].value

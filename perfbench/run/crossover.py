@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,6 +26,7 @@ from perfbench.analysis.speedup import speedup
 from perfbench.config.scenario import load_scenario
 from perfbench.errors import UserError
 from perfbench.results import RunResult, load_folder
+from perfbench.run.compile_cache import compile_cache_root
 
 AXES = {"input_len": "perfbench.workload.input_lens=[{x}]", "batch": "perfbench.workload.batch_sizes=[{x}]",
         "output_len": "perfbench.workload.output_len={x}"}
@@ -149,8 +152,12 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
 
     def measure(x: int) -> dict[str, SpeedupPoint]:
         folder = out / "points" / f"{search.axis}-{x}"
-        code = run_scenario(search.scenario, out_dir=str(folder), overrides=point_overrides(search, x),
-                            dry_run=False, resume=folder.exists())
+        # one inductor cache for every point (a sweep keeps an inherited one): the kernels that do not depend on
+        # the shape compile once for the search, not cold at each point
+        shared = {"TORCHINDUCTOR_CACHE_DIR": str(compile_cache_root(out) / "inductor")}
+        with mock.patch.dict(os.environ, {k: v for k, v in shared.items() if k not in os.environ}):
+            code = run_scenario(search.scenario, out_dir=str(folder), overrides=point_overrides(search, x),
+                                dry_run=False, resume=folder.exists())
         if code not in (0, 1):
             raise UserError(f"crossover at {x}: the sweep stopped (exit {code}); results so far in {folder}")
         results = load_folder(folder).results

@@ -77,3 +77,12 @@ def test_ci_ends_are_the_nearest_significant_points_or_open() -> None:
 def test_bad_range_is_refused() -> None:
     with pytest.raises(ValueError, match="1 <= lo < hi"):
         find_crossing(lambda x: SpeedupPoint(x=x, value=1, low=1, high=1), 64, 64)
+
+
+def test_estimates_that_wander_around_the_threshold_inside_their_cis_are_no_crossing() -> None:
+    # chunk_gdr's TPOT over input length (a prefill-only toggle): estimates on both sides of 1, every CI holding 1
+    pts = [SpeedupPoint(x=16, value=1.01, low=0.94, high=1.09), SpeedupPoint(x=59, value=0.99, low=0.97, high=1.01),
+           SpeedupPoint(x=91, value=1.003, low=0.98, high=1.03), SpeedupPoint(x=512, value=1.02, low=0.92, high=1.13)]
+    crossing = crossing_from_points(pts, 1.0, 16, 512)
+    assert not crossing.found and crossing.estimate is None
+    assert crossing.text == "no crossing shown in range 16-512: every point's CI holds 1 (4 points)"
