@@ -75,9 +75,10 @@ def parse_range(text: str | None, default: tuple[int, int]) -> tuple[int, int]:
 
 # How a point is timed unless --set says otherwise: adaptive blocks of at least 3 epochs (the clusters of the
 # speed-up's t interval; a fixed count of 5 iterations, as a smoke scenario sets, is one epoch and never decides),
-# until decided at a planned look, at most 8 epochs or 5 s of timing per plan; no numerics check (speed only).
+# until decided at a planned look, at most 8 epochs or 3 s of timing per plan, never fewer than those 3 epochs
+# (a point needs a CI, not a verdict); no numerics check (speed only).
 POINT_MEASURE = ["perfbench.measure.iterations=null", "perfbench.measure.min_iterations=15",
-                 "perfbench.measure.max_iterations=40", "perfbench.measure.max_time_s=5",
+                 "perfbench.measure.max_iterations=40", "perfbench.measure.max_time_s=3",
                  "perfbench.measure.target_rel_ci=0.03", "perfbench.measure.numerics_check=false"]
 
 
