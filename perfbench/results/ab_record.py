@@ -48,6 +48,7 @@ class ABJobSettings(_Part):
     looks: int | None = None
     processes: str | None = None
     seed: int | None = None
+    budget_after_startup: bool | None = None  # --max-time counted from the end of start-up (gate --confirm)
 
     @model_validator(mode="before")
     @classmethod

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 METRICS = ("ttft_ms", "tpot_ms")
 EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 ONE_PROCESS, TWO_PROCESSES = "one process", "two processes"
+STARTUP_ALLOWANCE_S = 600.0  # with budget_after_startup: the longest start-up waited for before the budget starts
 # both arms' models must fit in this share of the memory free at the start (the sweep's rule for block groups)
 MEMORY_SHARE = 0.5
 
@@ -86,6 +87,10 @@ class ABSettings:
     looks: int = 3  # planned looks: after each 1 / looks of --max-time
     processes: str = "auto"  # auto | one | two
     seed: int = 0
+    # max_time_s counts from the end of the one-process start-up, not from the job's start: a confirmation
+    # (gate --confirm) wants its pairs whatever the start-up costs (two worktrees, both arms built and compiled
+    # cold: 90 s on a slow 2-core host, which left a 110 s job one epoch)
+    budget_after_startup: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.max_time_s) and self.max_time_s > 0):
@@ -261,8 +266,9 @@ class ABJob:
         return [s.run_id for s in self.specs]
 
     def run(self) -> dict[str, dict[str, ABVerdict]]:
-        self.started = time.monotonic()
-        self.deadline = self.started + self.settings.max_time_s
+        self.started = self.budget_start = time.monotonic()
+        startup_allowance = STARTUP_ALLOWANCE_S if self.settings.budget_after_startup else 0.0
+        self.deadline = self.started + self.settings.max_time_s + startup_allowance
         specs_path = self.out / "ab_specs.json"
         atomic_write_json(specs_path, [s.to_dict() for s in self.specs])
         self.mode, self.mode_reason = self._choose_mode()
@@ -284,6 +290,10 @@ class ABJob:
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def _budget_elapsed(self) -> float:
+        """Seconds of the --max-time budget used: since the start (or, budget_after_startup, the start-up's end)."""
+        return time.monotonic() - self.budget_start
 
     def _look(self, plan: paired.LookPlan, final: bool) -> bool:
         """Judge the pairs so far; True when the job may stop (every metric decided, or the last look)."""
@@ -315,6 +325,9 @@ class ABJob:
                 return
             self.plans, self.models = ready["ready"], ready["model"]
             self.startup_s = self._elapsed()
+            if self.settings.budget_after_startup:
+                self.budget_start = time.monotonic()
+                self.deadline = self.budget_start + self.settings.max_time_s
             plan = paired.LookPlan(self.settings.max_time_s, self.settings.looks)
             rng = random.Random(self.settings.seed)
             epoch = 0
@@ -332,7 +345,7 @@ class ABJob:
                          f"{self.settings.pairs_per_epoch} pairs per run); looks after each "
                          f"{self.settings.max_time_s / self.settings.looks:.0f} s")
                 epoch += 1
-                look, final = plan.due(self._elapsed(), max(self.cluster_s[-3:]))
+                look, final = plan.due(self._budget_elapsed(), max(self.cluster_s[-3:]))
                 if look and self._look(plan, final):
                     self.stopped = "decided" if decided(self.found) else f"time cap ({self.settings.max_time_s:g} s)"
                     return
