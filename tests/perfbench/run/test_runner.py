@@ -182,7 +182,7 @@ def test_dry_run_prints_the_plans_and_runs_nothing(tmp_path):
     result = CliRunner().invoke(main, ["run", "default_cpu", "--dry-run", "--out", str(out)])
     text = cli_output(result)
     assert result.exit_code == 0, text
-    assert "+chunk_gdr" in text and "b1-i256-o16-" in text and "effective toggles" in text
+    assert "+chunk_gdr" in text and "b1-i128-o8-" in text and "effective toggles" in text
     assert not out.exists()
 
 
