@@ -12,10 +12,16 @@ bracket does not shrink: on the synthetic curves of the tests its median width w
 
 The crossing's CI is a bracket of significant points: its low end the largest measured x below the crossing
 whose CI lies wholly on the low-x side of the threshold, its high end the smallest measured x above it whose
-CI lies wholly on the other side (or the range's end, flagged open, when there is none). A monotone speed-up
-crosses between such points unless one of their CIs misses the truth on the side of the threshold, which
-happens with probability at most (1 - level) / 2 per end. The point estimate is the interpolated crossing of
-the point estimates.
+CI lies wholly on the other side. A monotone speed-up crosses between such points unless one of their CIs
+misses the truth on the side of the threshold, which happens with probability at most (1 - level) / 2 per end.
+The point estimate is the interpolated crossing of the point estimates.
+
+A crossing is reported only when both ends are significant. With one end only (the speed-up clearly above the
+threshold somewhere, never clearly below it), the estimates may change sides by noise: a phase the toggle does
+not touch, measured at 6 points with 95% CIs, has a CI that excludes the threshold somewhere about 1 time in 4
+(1 - 0.95^6), and a one-sided rule called that a crossing (chunk_gdr's TPOT, docs/measurements.md). Both sides
+by chance needs one CI above and one below: about 1 in 50. The search keeps bisecting such a one-sided
+bracket (its open end is the range's end), so that a real crossing gets its second end.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ class Crossing(BaseModel):
     estimate: float | None = None
     low: float | None = None
     high: float | None = None
-    low_open: bool = False  # no significant point below the crossing: the CI runs to the range's start
+    low_open: bool = False  # (a candidate, found False) no significant point below it: the range's start
     high_open: bool = False
     direction: str = ""  # "falls" (faster at small x) or "rises"
     text: str = ""
@@ -108,10 +114,18 @@ def crossing_from_points(points: list[SpeedupPoint], threshold: float, lo: int, 
     low, low_open = (float(below[-1].x), False) if below else (float(lo), True)
     high, high_open = (float(above[0].x), False) if above else (float(hi), True)
     direction = "falls" if falls else "rises"
-    bounds = (f"[{'<=' if low_open else ''}{low:g}, {high:g}{'+' if high_open else ''}]")
+    if low_open or high_open:
+        # one side only is established: a candidate that bounds the next point, not a crossing
+        shown = below or above
+        side, other = ((first, second) if below else (second, first))
+        where = ", ".join(f"{p.x}" for p in shown)
+        return Crossing(threshold=threshold, found=False, low=low, high=high, low_open=low_open,
+                        high_open=high_open, direction=direction,
+                        text=f"no crossing shown in range {lo}-{hi}: the speed-up is significantly {side} "
+                             f"{threshold:g} at {where}, never significantly {other} it ({len(pts)} points)")
     return Crossing(threshold=threshold, found=True, estimate=estimate, low=low, high=high, low_open=low_open,
                     high_open=high_open, direction=direction,
-                    text=f"speed-up {direction} through {threshold:g} at {estimate:.0f}, CI {bounds}")
+                    text=f"speed-up {direction} through {threshold:g} at {estimate:.0f}, CI [{low:g}, {high:g}]")
 
 
 def next_point(points: list[SpeedupPoint], threshold: float, lo: int, hi: int) -> int | None:
@@ -119,11 +133,11 @@ def next_point(points: list[SpeedupPoint], threshold: float, lo: int, hi: int) -
     significant points (the whole range while nothing crosses); None when every integer there is measured."""
     crossing = crossing_from_points(points, threshold, lo, hi)
     taken = {p.x for p in points}
-    if not crossing.found:
-        # nothing crosses yet: split the widest gap (a crossing between two points of one side is possible)
+    if crossing.low is None or crossing.high is None:
+        # no candidate yet: split the widest gap (a crossing between two points of one side is possible)
         left, right = lo, hi
-    else:
-        left, right = int(crossing.low or lo), int(crossing.high or hi)
+    else:  # a crossing or a one-sided candidate (an open end is the range's end)
+        left, right = int(crossing.low), int(crossing.high)
     inside = sorted(x for x in taken | {left, right} if left <= x <= right)
     gaps = [(_log(b) - _log(a), a, b) for a, b in zip(inside, inside[1:]) if b - a > 1]
     if not gaps:

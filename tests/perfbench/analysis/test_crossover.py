@@ -70,8 +70,38 @@ def test_ci_ends_are_the_nearest_significant_points_or_open() -> None:
     # estimates cross between 64 (1.05) and 128 (0.97): 64 * 2^(0.05/0.08) = 98.7 in log space
     assert crossing.estimate == pytest.approx(64 * 2 ** (0.05 / 0.08))
     assert (crossing.low, crossing.high, crossing.low_open, crossing.high_open) == (16, 512, False, False)
+    # without 512, no point is significantly below 1: a candidate whose open end is the range's, not a crossing
     undecided_end = crossing_from_points(pts[:3], 1.0, 16, 128)
-    assert undecided_end.high == 128 and undecided_end.high_open
+    assert not undecided_end.found and undecided_end.high == 128 and undecided_end.high_open
+    assert undecided_end.text == ("no crossing shown in range 16-128: the speed-up is significantly above 1 at 16, "
+                                  "never significantly below it (3 points)")
+
+
+def test_one_significant_point_among_noisy_ones_is_not_a_crossing() -> None:
+    # chunk_gdr's TPOT in a recorded 6-point search: one CI of six clears 1 by 0.001, the rest hold it
+    pts = [SpeedupPoint(x=16, value=0.9647, low=0.7398, high=1.2581),
+           SpeedupPoint(x=25, value=1.0021, low=0.8516, high=1.1792),
+           SpeedupPoint(x=38, value=1.0829, low=1.0012, high=1.1713),
+           SpeedupPoint(x=91, value=0.9884, low=0.8990, high=1.0867),
+           SpeedupPoint(x=216, value=1.0040, low=0.8658, high=1.1642),
+           SpeedupPoint(x=512, value=1.0243, low=0.9376, high=1.1191)]
+    crossing = crossing_from_points(pts, 1.0, 16, 512)
+    assert not crossing.found and crossing.estimate is None
+    assert "significantly above 1 at 38, never significantly below it" in crossing.text
+
+
+def test_a_flat_curve_is_called_a_crossing_rarely() -> None:
+    """A speed-up of exactly 1 everywhere, 6 points with 95% CIs: a crossing needs one CI wholly above 1 and
+    one wholly below, in the right order around a sign change: about 2 in 100 at most (each side's chance
+    of one significant point of six is 1 - 0.975^6 = 0.14, and 0.14^2 = 0.02). Over 400 seeded cases the
+    count is Binomial(400, <= 0.02): mean <= 8; the bound 20 is more than 4 SDs above it (P < 1e-4)."""
+    calls = 0
+    for seed in range(400):
+        rng = np.random.default_rng(seed)
+        measure, _ = _curve(100.0, 0.0, 0.05, rng)
+        crossing, points = find_crossing(measure, LO, HI, max_points=6)
+        calls += crossing.found
+    assert calls <= 20
 
 
 def test_bad_range_is_refused() -> None:
