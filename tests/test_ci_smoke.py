@@ -39,6 +39,9 @@ def test_smoke_scenario_runs_and_passes_the_gate(tmp_path):
         # the four runs share one process and were timed in five interleaved blocks (perfbench/run/blocks.py)
         assert r["spec"]["timing"] == "blocks" and r["blocks"]["index"] == [0, 1, 2, 3, 4]
     assert len({r["blocks"]["process"] for r in results}) == 1
+    # each block's four iterations took the four places of its random order once each
+    for block in range(5):
+        assert sorted(r["blocks"]["position"][block] for r in results) == [0, 1, 2, 3]
     summary = tmp_path / "gate.md"
     gate = subprocess.run([sys.executable, "-m", "perfbench.cli", "gate",
                            "--baseline", str(ROOT / "baselines/ci_smoke"), "--current", str(out),

@@ -192,6 +192,9 @@ class BlockPlacement(Record):
     process: str = ""  # the timing process: "<pid>-<random>"
     index: list[int] = Field(default_factory=list)
     epoch: list[int] = Field(default_factory=list)  # the re-allocation epoch per iteration (older records: none)
+    # the iteration's place in its block's random order (0 = first; older records: none): how far apart in time
+    # a pair's two iterations were
+    position: list[int] = Field(default_factory=list)
     runs: int = 0
     blocks: int = 0
 

@@ -57,6 +57,7 @@ class BlockRun:
     timings: Timings
     block_index: list[int]
     epoch: list[int] = field(default_factory=list)
+    position: list[int] = field(default_factory=list)  # the iteration's place in its block's random order
     error: str | None = None
     failure: Failure | None = None
 
@@ -190,11 +191,12 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
                 probe_ms.append(probe())
             order = [r for r in runs if r.error is None]
             rng.shuffle(order)
-            for run in order:
+            for place, run in enumerate(order):
                 try:
                     run.timings.add(run.prepared.iterate())
                     run.block_index.append(blocks)
                     run.epoch.append(epoch)
+                    run.position.append(place)
                 except Exception as err:  # noqa: BLE001 - the run is out of the group from here on
                     run.fail(err, failure_kinds.BENCHMARK)
             blocks += 1
@@ -212,4 +214,5 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
         run.timings.probe_ms = [probe_ms[i] for i in run.block_index] if probe_ms else []
         record_timings(run.prepared, run.timings, reason, host)
         run.prepared.result.blocks = {"group": spec.block_group, "process": process, "index": run.block_index,
-                                      "epoch": run.epoch, "runs": len(runs), "blocks": blocks}
+                                      "epoch": run.epoch, "position": run.position, "runs": len(runs),
+                                      "blocks": blocks}
