@@ -43,3 +43,13 @@ def plan_warnings(results: Sequence[RunResult], merged: Sequence[RunResult], bas
                     f"{plan_label(r)}: {key} inconclusive: its {gain.n} pairs spread too widely for a verdict "
                     f"(CI {gain.low:.4g}-{gain.high:.4g}); run more blocks (perfbench.measure.max_iterations)")
     return out
+
+
+def host_notes(results: Sequence[RunResult]) -> list[str]:
+    """What the host did to the whole folder, once each with how many runs it touched: runs timed with fewer
+    threads because other processes held cores when their job started (run/thread_budget.py)."""
+    counts: dict[str, int] = {}
+    for r in results:
+        if r.env.threads_note:
+            counts[r.env.threads_note] = counts.get(r.env.threads_note, 0) + 1
+    return [f"{note} ({n} of {len(results)} runs)" for note, n in counts.items()]

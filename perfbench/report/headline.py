@@ -8,6 +8,7 @@ from typing import Any
 
 from perfbench.analysis import paired
 from perfbench.analysis.folder_analysis import FolderAnalysis
+from perfbench.analysis.plan_warnings import host_notes
 from perfbench.analysis.speedup import plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.report.page import Section, Text
@@ -59,6 +60,7 @@ def headline_section(analysis: FolderAnalysis) -> Section:
         "separately: 'rounds' pairs baseline and plan by interleaved round (t interval), "
         "'iterations' compares one round with a bootstrap over iterations and the run-to-run band; 'unstable': a "
         "run behind it was judged unstable or the host ran at another speed (see the warnings).", note=True))
+    section.blocks.extend(Text(f"HOST: {note}") for note in host_notes(list(analysis.results)))
     for texts in analysis.warnings.values():
         section.blocks.extend(Text(f"WARNING: {warning}") for warning in texts)
     return section

@@ -159,6 +159,9 @@ class Environment(Record):
     emulation: str | None = None  # "emulated npu (<platform>)" when the NPU emulator ran the run
     torch_threads: int | None = None
     torch_interop_threads: int | None = None
+    # why torch_threads is below torch's own count: other processes held cores when the job started
+    # (run/thread_budget.py); None when it was not lowered
+    threads_note: str | None = None
     env: dict[str, str] = Field(default_factory=dict)  # the variables that change a measurement
     env_withheld: int | None = None  # how many variables the allow-list withheld (results/env_allowlist.py)
     executor: str | None = None

@@ -60,8 +60,11 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
     from perfbench.run.arm_modules import ProcessState, RestorableState, load_arm  # noqa: PLC0415
     from perfbench.run.epochs import Relocator, relocatable  # noqa: PLC0415
     from perfbench.run.host_probe import HostProbe  # noqa: PLC0415
+    from perfbench.run.thread_budget import fit_threads_to_host  # noqa: PLC0415
 
     _allow_a_graph_per_run(2 * len(specs))
+    if specs:
+        fit_threads_to_host(specs[0].device)  # before the state both arms start from is saved
     start = RestorableState.save()
     arms, prepared, imported, built = {}, {}, {}, {}
     for name in ARMS:  # imports first: an arm that changes process state at import is caught before any build
@@ -128,8 +131,11 @@ def serve_one_arm(specs: list[RunSpec], out: Path, name: str, reply: IO[str]) ->
     import model  # noqa: PLC0415 - the arm's model package, from its own checkout
     from perfbench.run.host_probe import HostProbe  # noqa: PLC0415
     from perfbench.run.measure import prepare_run  # noqa: PLC0415
+    from perfbench.run.thread_budget import fit_threads_to_host  # noqa: PLC0415
 
     WHERE.update(arm=name, stage="startup")
+    if specs:
+        fit_threads_to_host(specs[0].device)
     prepared = {s.run_id: prepare_run(s, out / "runs" / s.run_id) for s in specs}
     WHERE["stage"] = "benchmark"
     probe = HostProbe(specs[0].seed) if specs and specs[0].device == "cpu" else None

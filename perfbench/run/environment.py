@@ -21,6 +21,7 @@ from perfbench.results.env_allowlist import recorded_env
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.roofline.peaks import cpu_model
 from perfbench.run.git_state import git_state
+from perfbench.run.thread_budget import threads_note
 
 
 def package_version(name: str) -> str | None:
@@ -85,6 +86,7 @@ def collect_environment(device: str, executor: str | None = None) -> dict[str, A
         "transformers": package_version("transformers"), "torchair": package_version("torchair"),
         "device": device, "device_name": name, "device_count": count, "emulation": emulation_label(),
         "torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
+        "threads_note": threads_note(),
         "env": allowed.env, "env_withheld": allowed.withheld,
         "executor": executor or os.environ.get("PERFBENCH_EXECUTOR") or "local",
         "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),

@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from perfbench.analysis import paired, stats
 from perfbench.analysis.folder_analysis import FolderAnalysis
+from perfbench.analysis.plan_warnings import host_notes
 from perfbench.analysis.speedup import FASTER, INCONCLUSIVE, SAME, SLOWER, UNSTABLE, Speedup, plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
@@ -141,6 +142,8 @@ def summary_table(analysis: FolderAnalysis) -> str:
     compile_line = compile_summary(list(analysis.results))
     if compile_line:
         lines.append(compile_line)
+    lines += [textwrap.fill(f"HOST: {note}", WIDTH, subsequent_indent="  ")
+              for note in host_notes(list(analysis.results))]
     warn = analysis.warnings
     if warn:
         lines.append(f"WARNING: {len(warn)} of {len(merged)} plans need a second look:")

@@ -88,7 +88,9 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     try:
         inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))
         from perfbench.run.measure import measure_run  # imported here: torch/model load only in the worker
+        from perfbench.run.thread_budget import fit_threads_to_host
 
+        fit_threads_to_host(spec.device)
         result = measure_run(spec, run_dir)
     except Exception as err:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         result = RunResult(run_id=spec.run_id, status="error", spec=spec, plan=getattr(err, "plan", RunPlan()),
@@ -118,7 +120,9 @@ def run_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunResult]:
     try:
         inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))
         from perfbench.run.blocks import measure_block_group
+        from perfbench.run.thread_budget import fit_threads_to_host
 
+        fit_threads_to_host(specs[0].device)
         results = measure_block_group(specs, run_dirs)
     except Exception as err:  # noqa: BLE001 - every failure is recorded, the sweep goes on
         error, failure = traceback.format_exc().rstrip(), failure_kinds.of_exception(err)
