@@ -251,7 +251,8 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
 
 # ---- paired speed-ups vs baseline ----------------------------------------------------------------
 
-def check_speedup(rule: SpeedupRule, label: str, base: Speedup | None, cur: Speedup | None) -> CheckResult:
+def check_speedup(rule: SpeedupRule, label: str, base: Speedup | None, cur: Speedup | None,
+                  combination_id: str = "") -> CheckResult:
     """A plan's paired speed-up over its baseline, current against the baseline folder's. Both were measured
     within one folder's blocks, so host speed cancels in each; what is left is compared as two independent
     estimates (`paired.ratio_of_intervals`). FAIL when the speed-up fell by more than the threshold and the fall
@@ -264,7 +265,7 @@ def check_speedup(rule: SpeedupRule, label: str, base: Speedup | None, cur: Spee
     fell, p = paired_stats.ratio_of_intervals((cur.value, cur.low, cur.high, cur.clusters),
                                               (base.value, base.low, base.high, base.clusters))
     details = {"metric": rule.metric, "baseline": base.value, "current": cur.value, "fell": fell, "p_value": p,
-               "threshold": rule.threshold, "alpha": rule.alpha}
+               "threshold": rule.threshold, "alpha": rule.alpha, "combination_id": combination_id}
     text = (f"speed-up {cur.ci_text()} vs {base.ci_text()} in the baseline folder (paired within each folder: "
             f"host speed cancels); fell {fell:.3f}x, p={p:.2g}, threshold {rule.threshold:.0%}")
     if fell <= 1.0 + rule.threshold:

@@ -2,8 +2,11 @@
 
 A baseline folder and a current folder were timed at different times, maybe on a host running at another speed,
 so an absolute timing check that fails between them (gate/checks.py `check_timing`), or finds the threshold
-passed without significance, is a *suspect*, never a failure by itself. With `--confirm` (on by default when
-the CI environment variable is set) each suspect is decided so:
+passed without significance, is a *suspect*, never a failure by itself. So is a plan's speed-up over its
+baseline that fell past the threshold (`check_speedup`): host speed cancels inside each folder, but a folder
+of one re-allocation epoch (ci_smoke) gives its speed-up no spread to test with, and a fall of 10% then comes
+from noise alone in a fair share of identical-code pairs (docs/measurements.md). With `--confirm` (on by
+default when the CI environment variable is set) each suspect is decided so:
 
 - both folders were measured at the same clean commit: the code did not change, so the difference is the
   host's: PASS, saying so;
@@ -33,6 +36,7 @@ from perfbench.results.ab_record import ABRecord, read_ab_record
 
 # (base sha, head sha, scenario, out folder) -> the ab job's record
 ABRunner = Callable[[str, str, str, Path], ABRecord]
+SUSPECT_KINDS = ("timing", "speedup")
 LATENCY_OF = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "prefill_tok_s": "ttft_ms", "decode_tok_s": "tpot_ms"}
 
 
@@ -79,9 +83,9 @@ def _scenario_of(folder: ResultFolder) -> str | None:
 
 def confirm(checks: list[CheckResult], baseline: ResultFolder, current: ResultFolder, repo: Path,
             runner: ABRunner = run_ab_job) -> list[CheckResult]:
-    """The checks with every timing suspect (a `timing` check that failed, or that found the threshold passed
-    without significance) decided as the module docstring says."""
-    suspects = [c for c in checks if c.kind == "timing" and c.status in (FAIL, INCONCLUSIVE)]
+    """The checks with every suspect (a `timing` or `speedup` check that failed, or that found the threshold
+    passed without significance) decided as the module docstring says."""
+    suspects = [c for c in checks if c.kind in SUSPECT_KINDS and c.status in (FAIL, INCONCLUSIVE)]
     if not suspects:
         return checks
     decided = _decide(suspects, baseline, current, repo, runner)
@@ -117,8 +121,10 @@ def _decide(suspects: list[CheckResult], baseline: ResultFolder, current: Result
     decided = {}
     for c in suspects:
         run = current.runs.get(c.run_id or "")
+        # a speed-up check names its plan by combination (a plan's rounds share it), a timing check by run
+        combination = c.details.get("combination_id") or (run.spec.combination_id if run else "")
         latency = LATENCY_OF.get(str(c.details.get("metric", "")).removesuffix("_median"))
-        verdict = record.verdicts.get(run.spec.combination_id if run else "", {}).get(latency or "")
+        verdict = record.verdicts.get(combination, {}).get(latency or "")
         if verdict is None:
             why, status = f"unconfirmed: the ab job in {out} has no {latency} pairs for this run", UNCONFIRMED
         else:

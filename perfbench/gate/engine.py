@@ -309,7 +309,7 @@ def _speedup_checks(rule: SpeedupRule, baseline: ResultFolder, current: ResultFo
                 or (reference is not None and cid == reference.spec.combination_id)):
             continue
         out.append(check_speedup(rule, f"{cid} ({plan_label(run)})", base_gains[cid].get(rule.metric),
-                                 per.get(rule.metric)))
+                                 per.get(rule.metric), combination_id=cid))
     return out
 
 

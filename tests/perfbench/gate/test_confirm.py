@@ -142,3 +142,41 @@ def test_the_confirming_job_counts_its_time_budget_from_the_end_of_start_up(monk
     (settings,) = seen
     assert settings.budget_after_startup is True
     assert settings.max_time_s == ab_module.ABSettings().max_time_s
+
+
+def _at(folder, sha: str):
+    for run in folder.runs.values():
+        run.env.git_sha, run.env.git_dirty = sha, False
+    return folder
+
+
+@pytest.mark.parametrize(("same_commit", "verdict", "status", "words"), [
+    (True, None, "PASS", "not a code change: both folders were measured at"),
+    (False, "slower", "FAIL", "confirmed by ab"),
+    (False, "same", "PASS", "not confirmed: ab"),
+])
+def test_a_speedup_that_fell_is_a_suspect_decided_like_a_timing_one(same_commit: bool, verdict: str | None,
+                                                                    status: str, words: str):
+    # a chunk_gdr plan at 2.0x over all-off in the baseline folder and 1.43x in the current one (synthetic blocks
+    # of one process each): the speed-up check fails on its own, and --confirm decides it on pairs
+    from perfbench.gate.confirm import confirm
+    from perfbench.gate.engine import evaluate
+    from tests.perfbench.gate.test_speedup_rule import RULES, _folder
+
+    base_sha, cur_sha = (_head(), _head()) if same_commit else (_head(1), _head(0))
+    base, cur = _at(_folder(0.5), base_sha), _at(_folder(0.7, seed=1), cur_sha)
+    cur.scenario = {"name": "ci_smoke"}
+    checks = evaluate(base, cur, RULES).checks
+    assert {c.status for c in checks if c.kind == "speedup"} == {"FAIL"}
+    calls = []
+
+    def runner(b: str, h: str, scenario: str, out: Path) -> ABRecord:
+        calls.append((b, h))
+        v = ABVerdict(ratio=1.4, ci_low=1.3, ci_high=1.5, pairs=48, clusters=8, band=0.05, margin=0.01,
+                      level=0.95, method="t", verdict=str(verdict), p_slower=1e-4, regression=verdict == "slower")
+        return ABRecord(mode="one process", verdicts={r.spec.combination_id: {"ttft_ms": v, "tpot_ms": v}
+                                                      for r in cur.runs.values()})
+
+    decided = [c for c in confirm(checks, base, cur, REPO, runner=runner) if c.kind == "speedup"]
+    assert {c.status for c in decided} == {status} and all(words in c.message for c in decided), decided
+    assert calls == ([] if same_commit else [(base_sha, cur_sha)])
