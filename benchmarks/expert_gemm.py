@@ -30,7 +30,7 @@ from model.config import PRESETS
 from model.layers.moe import Qwen3_5MoeSparseMoeBlock
 from model.ops import OpSet, moe
 from perfbench.analysis import stats
-from perfbench.run.environment import cpu_model
+from perfbench.measure.environment import cpu_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

@@ -2,7 +2,7 @@
 
     python benchmarks/host_speed.py [--iterations 30] [--threads N] [--toggles none|all]
 
-Prints per iteration the TTFT, the TPOT (mean decode step) and the probe of perfbench/run/host_probe.py timed
+Prints per iteration the TTFT, the TPOT (mean decode step) and the probe of perfbench/measure/host_probe.py timed
 just before it; then each series' spread (p90 / p10 - 1) and the rank correlation of the probe with TTFT and
 TPOT. On a quiet machine of its own every spread is a few percent. When the host changes speed under other
 tenants, the model's times and the probe should move together: the spreads large and the correlations
@@ -22,10 +22,10 @@ import torch  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 from model.backend import detect_capabilities  # noqa: E402
+from perfbench.measure.environment import cpu_model  # noqa: E402
+from perfbench.measure.host_probe import HostProbe, speed_change  # noqa: E402
+from perfbench.measure.run_steps import build_model, make_workload, run_iteration  # noqa: E402
 from perfbench.results import RunSpec  # noqa: E402
-from perfbench.run.environment import cpu_model  # noqa: E402
-from perfbench.run.host_probe import HostProbe, speed_change  # noqa: E402
-from perfbench.run.measure import build_model, make_workload, run_iteration  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,7 +30,7 @@ from _timing import generation_runner, table  # noqa: E402
 from model import Qwen3_5MoeForCausalLM  # noqa: E402
 from model.config import PRESETS  # noqa: E402
 from perfbench.analysis import stats  # noqa: E402
-from perfbench.run.environment import cpu_model  # noqa: E402
+from perfbench.measure.environment import cpu_model  # noqa: E402
 from tests.hf_reference import build_hf_model, save_hf_checkpoint  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}

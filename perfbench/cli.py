@@ -455,7 +455,7 @@ def history() -> None:
 def history_ingest(folders: tuple[str, ...], db: str | None, repo: str | None) -> None:
     """Store FOLDERS (result, ab or baseline folders); the same folder twice changes nothing."""
     from perfbench.history.commands import ingest_command, store_line
-    from perfbench.run.git_state import REPO_DIR
+    from perfbench.measure.git_state import REPO_DIR
 
     click.echo(ingest_command([Path(f) for f in folders], db, Path(repo) if repo else REPO_DIR))
     click.echo(store_line(db), err=True)  # after the work: an error stays the one line on stderr
@@ -508,7 +508,7 @@ def history_changes(db: str | None, family: str | None, scenario: str | None, ma
                     repo: str | None, as_json: bool) -> None:
     """Change points of each speed-up and median series over commits, with size and significance."""
     from perfbench.history.commands import changes_command, store_line
-    from perfbench.run.git_state import REPO_DIR
+    from perfbench.measure.git_state import REPO_DIR
 
     click.echo(changes_command(db, _filters(family, scenario, machine, plan, metric), since, min_magnitude,
                                Path(repo) if repo else REPO_DIR, as_json))

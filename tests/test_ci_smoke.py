@@ -36,7 +36,7 @@ def test_smoke_scenario_runs_and_passes_the_gate(tmp_path):
         # the host-speed probe ran once before each timed iteration
         assert len(r["samples"]["host_probe_ms"]) == len(r["samples"]["ttft_ms"]) == 5
         assert r["summary"]["host_speed_change"] >= 0
-        # the four runs share one process and were timed in five interleaved blocks (perfbench/run/blocks.py)
+        # the four runs share one process and were timed in five interleaved blocks (perfbench/measure/blocks.py)
         assert r["spec"]["timing"] == "blocks" and r["blocks"]["index"] == [0, 1, 2, 3, 4]
     assert len({r["blocks"]["process"] for r in results}) == 1
     # each block's four iterations took the four places of its random order once each

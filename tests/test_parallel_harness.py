@@ -12,9 +12,9 @@ import pytest
 
 from model.modeling import Qwen3_5MoeForCausalLM
 from perfbench.analysis.expert_load import layer_loads
+from perfbench.measure.run_steps import make_workload
 from perfbench.report import build_report
 from perfbench.results import RunSpec
-from perfbench.run.measure import make_workload
 
 
 def single_rank_counts(spec: dict) -> dict[str, dict[int, list[int]]]:

@@ -1,7 +1,7 @@
 """MoE load balance of a run: the per-expert routing counts a run records (RunResult.expert_load) and their
 summary per layer and phase (max / mean assignments per expert, the hottest expert, per EP rank totals).
 
-The record (written by perfbench/run/measure.py from model.expert_counts):
+The record (written by perfbench/measure/run_steps.py from model.expert_counts):
 
     {"counted": "<which iteration>", "num_experts": E, "top_k": K, "ep_size": n,
      "experts_by_rank": [[first, stop], ...],          # the experts each EP rank holds, [first, stop)

@@ -3,7 +3,7 @@ that `perfbench ab`, the sweep's block groups, `gate` and `compare` use.
 
 A pair is two arms timed back to back in one process: one timed iteration of each, in a random order. Host
 drift that lasts longer than a pair cancels in the pair's log ratio log(after / before). Pairs are grouped in
-clusters: an *epoch* of a few pairs, after which both arms' weights are re-allocated (perfbench/run/epochs.py),
+clusters: an *epoch* of a few pairs, after which both arms' weights are re-allocated (perfbench/measure/epochs.py),
 or a worker process. What varies between clusters (memory layout, thread placement, the host's speed state)
 is what an interval must cover, so the cluster is the statistical unit:
 

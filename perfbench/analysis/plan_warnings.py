@@ -47,7 +47,7 @@ def plan_warnings(results: Sequence[RunResult], merged: Sequence[RunResult], bas
 
 def host_notes(results: Sequence[RunResult]) -> list[str]:
     """What the host did to the whole folder, once each with how many runs it touched: runs timed with fewer
-    threads because other processes held cores when their job started (run/thread_budget.py)."""
+    threads because other processes held cores when their job started (measure/thread_budget.py)."""
     counts: dict[str, int] = {}
     for r in results:
         if r.env.threads_note:

@@ -1,6 +1,6 @@
 """Speed-up of a combination over the baseline, with its CI and a verdict a reader can act on.
 
-Runs timed in interleaved blocks (perfbench/run/blocks.py) are compared on their pairs: each block's baseline
+Runs timed in interleaved blocks (perfbench/measure/blocks.py) are compared on their pairs: each block's baseline
 iteration against the combination's iteration of the same block, a re-allocation epoch of a process the cluster
 (perfbench/analysis/paired.py: a t interval over clusters, the band and margin of its verdicts). The verdict
 is faster / slower (beyond the margin) / no change (the CI inside the band `paired.DEFAULT_BAND`) /

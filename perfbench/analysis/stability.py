@@ -13,13 +13,13 @@ its metrics is, or when the machine was not quiet while it was timed:
   `MIN_MEM_AVAILABLE` of the memory available (/proc/meminfo).
 Where Linux does not expose a counter, that criterion gives no verdict (never a false alarm).
 
-The host-speed probe's spread inside one run (`host_speed_change`, perfbench/run/host_probe.py) is recorded
+The host-speed probe's spread inside one run (`host_speed_change`, perfbench/measure/host_probe.py) is recorded
 beside these but is not a criterion: a few readings per run spread ~12% on steady runs too. Its *level* does
 decide between two runs: `contended(a, b)` also holds a pair whose probe medians differ by more than
 `HOST_SPEED_TOLERANCE` (the host ran at another speed, so their times differ whatever the code did; see
 `host_speed_differs`).
 
-Judgements only: the figures come from perfbench/run/host_signals.py and perfbench/run/host_load.py, read around
+Judgements only: the figures come from perfbench/measure/host_signals.py and perfbench/measure/host_load.py, read around
 the timed iterations; this module reads recorded results, so the offline stages (gate, compare, report) use it
 without the run stage.
 """
@@ -47,7 +47,7 @@ MAX_FREQ_SPREAD = 0.10  # (max - min) / max of the mean CPU clock sampled before
 HOST_SPEED_TOLERANCE = 0.15
 MAX_MEM_PRESSURE = 10.0  # percent of the last 10 s some task stalled on memory
 MIN_MEM_AVAILABLE = 0.05  # share of MemTotal
-PROBE_SAMPLES = "host_probe_ms"  # the probe readings of a run (perfbench/run/measure.py)
+PROBE_SAMPLES = "host_probe_ms"  # the probe readings of a run (perfbench/measure/run_steps.py)
 
 # Other processes may use the cores the run does not need plus this much of one core before the run counts as
 # contended: below it, the interference is within what a quiet machine's own daemons cause.

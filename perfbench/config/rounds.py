@@ -7,7 +7,7 @@ process: the unit that carries process-to-process variation. With one round the 
 too).
 
 Timing (`assign_timing`): the runs of one round and shape that can share a process form a block group, timed
-in interleaved blocks in one worker (perfbench/run/blocks.py). The others are timed separately, each in its own
+in interleaved blocks in one worker (perfbench/measure/blocks.py). The others are timed separately, each in its own
 window, and the reason is recorded for the dry run.
 
 Only the first round takes the profiled iteration: a combination's merged result reports that round's trace

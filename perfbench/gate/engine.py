@@ -64,12 +64,12 @@ from perfbench.gate.checks import (
 )
 from perfbench.gate.confirm import ABRunner, confirm, run_ab_job
 from perfbench.gate.rules import GateRules, RatioRule, SpeedupRule, TimingRule, default_rules, load_rules
+from perfbench.measure.git_state import git_state
 from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text, write_results
 from perfbench.results import load_folder as load_result_folder
 from perfbench.results.ab_record import is_ab_folder
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.folder_owner import exclusive, not_written
-from perfbench.run.git_state import git_state
 
 ENV_SPEC_KEYS = ("device", "dtype", "world_size", "model", "num_layers")
 # Keys of perfbench.environment.collect_environment, compared only where both runs recorded them. Software:

@@ -1,4 +1,4 @@
-"""Report section: each run's peak memory and what holds it (run/memory_split.py), against the same shape's
+"""Report section: each run's peak memory and what holds it (measure/memory_split.py), against the same shape's
 run with the fewest toggles on, so a toggle's memory cost reads off one column."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A result folder holds
   runs/<run_id>/  result.json, worker.log, trace/ (profiler output), tables/*.csv (parsed trace tables)
   scenario.json   the validated scenario the runs came from
   compile_cache/  the sweep's shared compile cache (inductor; per combination on NPU); in the per-user cache
-                  instead when the folder's path has a space or special character (run/compile_cache.py)
+                  instead when the folder's path has a space or special character (measure/compile_cache.py)
 
 Every record carries `schema_version` (versions.py): older records are migrated on load; newer ones, unknown
 keys and wrong types are refused with one line naming the file, the record's line and the field, so a

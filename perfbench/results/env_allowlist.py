@@ -4,7 +4,7 @@ the number withheld is recorded ("4 variables withheld"), never a name or a valu
 
 Result folders and bundles get attached to issues and committed as baselines, so a prefix (HCCL_*, ASCEND_*) is
 not enough: HCCL_AUTH_KEY, ASCEND_TOKEN or NCCL_IB_PASS sit under the same prefixes as the tuning knobs. The one
-home of this rule: run/environment.py (every run's env), results/records.py (any Environment read or written, so a
+home of this rule: measure/environment.py (every run's env), results/records.py (any Environment read or written, so a
 baseline or report of an older folder is filtered too) and tools/verify (the bundle).
 """
 

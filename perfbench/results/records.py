@@ -53,7 +53,7 @@ class Summary(Record):
     decode_step_ms_p99_ci_low: float | None = None
     decode_step_ms_p99_ci_high: float | None = None
     peak_mem_mb: float | None = None  # device allocator peak; CPU: the process's peak resident set
-    mem_weights_mb: float | None = None  # parameters and buffers (run/memory_split.py)
+    mem_weights_mb: float | None = None  # parameters and buffers (measure/memory_split.py)
     mem_state_mb: float | None = None  # KV cache + GDN conv and recurrent state
     mem_rest_mb: float | None = None  # peak - weights - state: activations, workspace (CPU: + the process)
     mem_graph_pool_mb: float | None = None  # CUDA graph private pools; None where the device does not say
@@ -80,7 +80,7 @@ LOGIT_TOLERANCE = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
 
 
 class Numerics(Record):
-    """The run's logits against the all-off reference decoded from the same prompts (run/numerics.py)."""
+    """The run's logits against the all-off reference decoded from the same prompts (measure/numerics.py)."""
 
     max_abs_logit_diff: float | None = None
     tokens_match: bool | None = None
@@ -142,7 +142,7 @@ class Stability(Record):
 
 
 class Environment(Record):
-    """What a run was measured on (run/environment.py). Every field may be unknown (null)."""
+    """What a run was measured on (measure/environment.py). Every field may be unknown (null)."""
 
     git_sha: str | None = None
     git_dirty: bool | None = None
@@ -160,7 +160,7 @@ class Environment(Record):
     torch_threads: int | None = None
     torch_interop_threads: int | None = None
     # why torch_threads is below torch's own count: other processes held cores when the job started
-    # (run/thread_budget.py); None when it was not lowered
+    # (measure/thread_budget.py); None when it was not lowered
     threads_note: str | None = None
     env: dict[str, str] = Field(default_factory=dict)  # the variables that change a measurement
     env_withheld: int | None = None  # how many variables the allow-list withheld (results/env_allowlist.py)
@@ -189,7 +189,7 @@ class Environment(Record):
 
 
 class BlockPlacement(Record):
-    """Where an interleaved run's timed iterations sat (run/blocks.py): block index per iteration."""
+    """Where an interleaved run's timed iterations sat (measure/blocks.py): block index per iteration."""
 
     group: str = ""
     process: str = ""  # the timing process: "<pid>-<random>"
@@ -222,7 +222,7 @@ class ExpertLoad(Record):
 
 Status = Literal["ok", "error", "timeout", "killed"]
 
-# Why a run did not give a trustworthy measurement (run/failure_kinds.py decides):
+# Why a run did not give a trustworthy measurement (measure/failure_kinds.py decides):
 #   startup_fail    import, model build, plan check or compile failed before timing
 #   plan_refused    a requested toggle never took effect (inactive, with its reason), or the worker's plan
 #                   differed from the runner's; an ok run keeps its numbers, measured without that toggle

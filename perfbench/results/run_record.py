@@ -79,13 +79,13 @@ class RunSpec(BaseModel):
     enable_cache_compile: bool = False
     warmup: int = 1
     iterations: int = 5  # timed iterations at least (a fixed count when max_iterations is None)
-    max_iterations: int | None = None  # adaptive stopping (perfbench/run/stopping.py) up to this many
+    max_iterations: int | None = None  # adaptive stopping (perfbench/measure/stopping.py) up to this many
     max_time_s: float | None = None  # ... or until this much timing
     target_rel_ci: float | None = None  # ... or until the 95 % CI of each median is this narrow (relative)
     round: int = 1  # interleaved rounds: this run's round (1-based) ...
     rounds: int = 1  # ... of how many
     combination: str = ""  # the run_id shared by every round of this combination ("" = run_id)
-    # "blocks": timed in interleaved blocks with the other runs of `block_group` (perfbench/run/blocks.py);
+    # "blocks": timed in interleaved blocks with the other runs of `block_group` (perfbench/measure/blocks.py);
     # "separate": timed on its own (its own window; rounds interleave the runs)
     # "ab": timed pair by pair by `perfbench ab` (run/ab.py)
     timing: Literal["blocks", "separate", "ab"] = "separate"
@@ -247,7 +247,7 @@ class RunResult(BaseModel):
     env: Environment = Field(default_factory=Environment)
     started_at: str = ""
     wall_s: float = 0.0
-    stop_reason: str = ""  # why timing stopped: converged / max_iterations / max_time (perfbench/run/stopping.py)
+    stop_reason: str = ""  # why timing stopped: converged / max_iterations / max_time (perfbench/measure/stopping.py)
     stability: Stability = Field(default_factory=Stability)  # empty when not judged (a failed run)
     expert_load: ExpertLoad = Field(default_factory=ExpertLoad)  # empty when not recorded
     blocks: BlockPlacement = Field(default_factory=BlockPlacement)  # empty for a run timed on its own

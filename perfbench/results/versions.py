@@ -11,7 +11,7 @@ SCHEMA_VERSION = 6
 #   3  samples.tpot_ms one per iteration (samples.tpot_steps_ms: every step); stop_reason, stability; spec
 #      adaptive-stopping and round fields
 #   4  expert_load: per-expert MoE routing counts (perfbench/analysis/expert_load.py); {} in older records
-#   5  blocks (interleaved block indices, perfbench/run/blocks.py), spec.timing and spec.block_group; older
+#   5  blocks (interleaved block indices, perfbench/measure/blocks.py), spec.timing and spec.block_group; older
 #      records were timed on their own: {}, "separate", ""
 #   6  failure: the failure kind and its one-line reason (records.py FailureKind), {} (not recorded) in older
 #      records; spec.profile_export_type, "text" in older records

@@ -4,10 +4,10 @@ Each arm is a git ref checked out as a worktree, or the working tree (perfbench/
 scenario is built from the same seeded specs in each arm.
 
 One process (the default): one worker holds both arms, each arm's `model/` imported as its own set of modules
-(perfbench/run/ab_worker.py, arm_modules.py), so what a process does to timing (thread placement, library
+(perfbench/measure/ab_worker.py, arm_modules.py), so what a process does to timing (thread placement, library
 layout, the host's speed state) hits both arms alike. A pair is one timed iteration of a run in each arm, back to
 back, in a random order. An epoch is `pairs_per_epoch` pairs of every run after both arms' weights were moved to
-new storage (perfbench/run/epochs.py): the epoch is the cluster of the statistics. Two processes (the fallback,
+new storage (perfbench/measure/epochs.py): the epoch is the cluster of the statistics. Two processes (the fallback,
 with the reason printed: the arms leave process-global state differently, or both do not fit in memory, or
 `--processes two`): one live worker per arm, both replaced after each generation of `pairs_per_process` pairs;
 the generation is the cluster.
@@ -30,14 +30,10 @@ caches) and report.html. `perfbench gate --current DIR` reads it.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import json
 import math
 import os
 import random
-import select
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -48,14 +44,14 @@ from typing import TYPE_CHECKING, Any
 from perfbench.analysis import paired
 from perfbench.errors import UserError
 from perfbench.lifecycle import exit_code_of, interrupt_line, sigterm_raises
+from perfbench.measure.environment import emulation_label
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec, atomic_write_json, write_results
 from perfbench.results.ab_record import AB_FILE, ABArm, ABLook, ABPair, ABRecord, ABVerdict
 from perfbench.results.env_allowlist import torch_copied_credentials
 from perfbench.roofline.peaks import cache_dir
 from perfbench.run.arms import Arm, ArmSet, check_out, repository_of
-from perfbench.run.environment import emulation_label
 from perfbench.run.folder_owner import owned
-from perfbench.run.launcher import start_in_group, stop_group
+from perfbench.run.worker_process import WorkerProcess
 
 if TYPE_CHECKING:
     from perfbench.config.sweep import SweepPlan
@@ -113,79 +109,41 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-class Worker:
-    """A worker process of the job (both arms, or one), answering JSON lines on its reply pipe."""
+def start_worker(arms: list[Arm], specs_path: Path, out: Path, log_path: Path, overlay: Path | None) -> WorkerProcess:
+    """A worker process of the job: both arms (measure/ab_worker.py serve_one_process), or one (`overlay`)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    for name in torch_copied_credentials(env):  # torch would write them into its compile cache
+        del env[name]
+    if overlay is not None:  # one arm: its model/ first on sys.path
+        env["PYTHONPATH"] = os.pathsep.join([str(overlay), *filter(None, [env.get("PYTHONPATH")])])
+    # one inductor cache for every ab job of this user: entries are keyed by the graph, so both arms and every
+    # commit share it safely, and a new job starts warm
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
+    env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
 
-    def __init__(self, arms: list[Arm], specs_path: Path, out: Path, log_path: Path, overlay: Path | None) -> None:
-        self.log_path = log_path
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        for name in torch_copied_credentials(env):  # torch would write them into its compile cache
-            del env[name]
-        if overlay is not None:  # one arm: its model/ first on sys.path
-            env["PYTHONPATH"] = os.pathsep.join([str(overlay), *filter(None, [env.get("PYTHONPATH")])])
-        # one inductor cache for every ab job of this user: entries are keyed by the graph, so both arms and every
-        # commit share it safely, and a new job starts warm
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
-        env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
-        read_fd, write_fd = os.pipe()
-        cmd = [sys.executable, "-m", "perfbench.run.ab_worker", "--reply-fd", str(write_fd),
-               "--specs", str(specs_path.absolute()), "--out", str(out.absolute()),
-               *(f"--arm={arm.name}={arm.checkout}" for arm in arms)]
-        try:
-            with open(log_path, "ab") as log:
-                self.proc = start_in_group(cmd, env, log, cwd=overlay, stdin=subprocess.PIPE,
-                                           pass_fds=(write_fd,))
-        finally:
-            os.close(write_fd)
-        self.reply_fd = read_fd
-        self.pending = b""  # bytes read after the last complete line: one read can bring several answers
-        self.lines: collections.deque[str] = collections.deque()
+    def command(reply_fd: int) -> list[str]:
+        return [sys.executable, "-m", "perfbench.measure.ab_worker", "--reply-fd", str(reply_fd),
+                "--specs", str(specs_path.absolute()), "--out", str(out.absolute()),
+                *(f"--arm={arm.name}={arm.checkout}" for arm in arms)]
 
-    def _fill(self, deadline: float) -> bool:
-        """Read what the worker wrote, until a whole line is there; False at end of file."""
-        while not self.lines:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no answer by the --max-time deadline; see {self.log_path}")
-            ready, _, _ = select.select([self.reply_fd], [], [], min(left, 1.0))
-            if not ready:
-                if self.proc.poll() is not None:
-                    return False
-                continue
-            data = os.read(self.reply_fd, 1 << 16)
-            if not data:
-                return False
-            *complete, self.pending = (self.pending + data).split(b"\n")
-            self.lines.extend(line.decode() for line in complete if line.strip())
-        return True
+    return WorkerProcess(command, env, log_path, cwd=overlay)
 
-    def answer(self, deadline: float) -> dict[str, Any]:
-        """The next answer; ArmFailed on an error or a lost worker, TimeoutError at the deadline."""
-        if not self._fill(deadline):
-            raise ArmFailed(f"the worker ended (exit {self.proc.poll()}); see {self.log_path}", None, "benchmark")
-        answer = json.loads(self.lines.popleft())
-        if "error" in answer:
-            last = answer["error"].strip().splitlines()[-1]
-            arm = answer.get("arm")
-            raise ArmFailed(f"{arm or 'the'} arm: {last} (log: {self.log_path})", arm,
-                            answer.get("stage") or "benchmark")
-        return answer
 
-    def send(self, command: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(command) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        stop_group(self.proc)
-        os.close(self.reply_fd)
+def answer_of(worker: WorkerProcess, deadline: float) -> dict[str, Any]:
+    """The worker's next answer; ArmFailed on an error or a lost worker, TimeoutError at the deadline."""
+    try:
+        answer = worker.answer(deadline)
+    except TimeoutError:
+        raise TimeoutError(f"no answer by the --max-time deadline; see {worker.log_path}") from None
+    if answer is None:
+        raise ArmFailed(f"the worker ended (exit {worker.proc.poll()}); see {worker.log_path}", None, "benchmark")
+    if "error" in answer:
+        last = answer["error"].strip().splitlines()[-1]
+        arm = answer.get("arm")
+        raise ArmFailed(f"{arm or 'the'} arm: {last} (log: {worker.log_path})", arm,
+                        answer.get("stage") or "benchmark")
+    return answer
 
 
 def clusters(pairs: list[ABPair], run_id: str, metric: str) -> dict[int, tuple[list[float], list[float]]]:
@@ -314,10 +272,10 @@ class ABJob:
         return final or decided(self.found)
 
     def _one_process(self, specs_path: Path) -> None:
-        worker = Worker([self.arms.base, self.arms.head], specs_path, self.out, self.out / "logs" / "worker.log",
-                        None)
+        worker = start_worker([self.arms.base, self.arms.head], specs_path, self.out,
+                              self.out / "logs" / "worker.log", None)
         try:
-            ready = worker.answer(self.deadline)
+            ready = answer_of(worker, self.deadline)
             if "fallback" in ready:
                 if self.settings.processes == "one":
                     raise UserError(f"--processes one: {ready['fallback']}")
@@ -335,7 +293,7 @@ class ABJob:
                 began = time.monotonic()
                 worker.send({"epoch": {"index": epoch, "pairs": self.settings.pairs_per_epoch,
                                        "seed": rng.randrange(2**31)}})
-                while "epoch_done" not in (answer := worker.answer(self.deadline)):
+                while "epoch_done" not in (answer := answer_of(worker, self.deadline)):
                     self.pairs.append(ABPair(cluster=epoch, **answer["pair"]))
                 if answer["epoch_done"]["recompiles"]:
                     _say(f"ab: epoch {epoch} compiled {answer['epoch_done']['recompiles']} graph(s) while timed")
@@ -353,7 +311,7 @@ class ABJob:
             self.stopped = f"time cap ({self.settings.max_time_s:g} s): {err}"
             self._look(paired.LookPlan(self.settings.max_time_s, 1), final=True)
         finally:
-            worker.close()
+            worker.close(grace_s=10)
 
     def _two_processes(self, specs_path: Path) -> None:
         plan = paired.LookPlan(self.settings.max_time_s, self.settings.looks)
@@ -361,26 +319,26 @@ class ABJob:
         generation = 0
         while True:
             began = time.monotonic()
-            workers = {arm.name: Worker([arm], specs_path, self.out / "runs" / arm.name,
-                                        self.out / "logs" / f"{arm.name}-g{generation}.log", arm.overlay)
+            workers = {arm.name: start_worker([arm], specs_path, self.out / "runs" / arm.name,
+                                              self.out / "logs" / f"{arm.name}-g{generation}.log", arm.overlay)
                        for arm in (self.arms.base, self.arms.head)}
             try:
                 for name, worker in workers.items():  # both build at once; nothing is timed yet
-                    answer = worker.answer(self.deadline)
+                    answer = answer_of(worker, self.deadline)
                     self.plans[name], self.models[name] = answer["ready"][name], answer["model"][name]
                 if self.startup_s is None:
                     self.startup_s = time.monotonic() - began
                 for rid in self.run_ids:  # untimed: the first iterations after a build run cold
                     for worker in workers.values():
                         worker.send({"iterate": rid})
-                        worker.answer(self.deadline)
+                        answer_of(worker, self.deadline)
                 for index in range(self.settings.pairs_per_process):
                     for rid in rng.sample(self.run_ids, len(self.run_ids)):
                         base_first = rng.random() < 0.5
                         timed = {}
                         for name in (("base", "head") if base_first else ("head", "base")):
                             workers[name].send({"iterate": rid})
-                            timed[name] = workers[name].answer(self.deadline)
+                            timed[name] = answer_of(workers[name], self.deadline)
                         self.pairs.append(ABPair(run_id=rid, cluster=generation, index=index, base_first=base_first,
                                                  base=timed["base"], head=timed["head"]))
             except TimeoutError as err:
@@ -389,7 +347,7 @@ class ABJob:
                 return
             finally:
                 for worker in workers.values():
-                    worker.close()
+                    worker.close(grace_s=10)
             self.cluster_s.append(time.monotonic() - began)
             generation += 1
             look, final = plan.due(self._elapsed(), max(self.cluster_s[-3:]))

@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
+from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.compile_cache import compile_cache_dir
+from perfbench.measure.failure_kinds import of_lost_process
+from perfbench.measure.worker import WORKER_BANNER
 from perfbench.results import Failure, RunPlan, RunResult, atomic_write_json
 from perfbench.results.timestamps import utc_timestamp
-from perfbench.run.cluster import NodeLaunch
-from perfbench.run.compile_cache import compile_cache_dir
-from perfbench.run.failure_kinds import of_lost_process
 from perfbench.run.launcher import (
     ProcessOutcome,
     child_env,
@@ -24,7 +25,6 @@ from perfbench.run.launcher import (
     worker_command,
 )
 from perfbench.run.reused_worker import ReusedWorker, shares_a_worker
-from perfbench.run.worker import WORKER_BANNER
 
 
 def _now() -> str:
@@ -73,7 +73,7 @@ def _prepare_attempt(planned: PlannedRun, out: Path, launch: NodeLaunch | None, 
     spec_path = run_dir / "spec.json"
     atomic_write_json(spec_path, spec.to_dict())
     env_vars = child_env(spec, base_env, launch, executor)
-    # one inductor cache per sweep, at a path the compiler's command line can take (run/compile_cache.py)
+    # one inductor cache per sweep, at a path the compiler's command line can take (measure/compile_cache.py)
     env_vars.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir(out)))
     env_vars.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     return run_dir, spec_path, env_vars
@@ -81,7 +81,7 @@ def _prepare_attempt(planned: PlannedRun, out: Path, launch: NodeLaunch | None, 
 
 def execute_group(group: list[PlannedRun], out: Path, env: dict[str, object],
                   worker: ReusedWorker) -> list[tuple[RunResult, float]]:
-    """A block group (perfbench/run/blocks.py) in `worker`: every run's (result, wall seconds)."""
+    """A block group (perfbench/measure/blocks.py) in `worker`: every run's (result, wall seconds)."""
     attempts = [_prepare_attempt(p, out, None, None, "local") for p in group]
     started = _now()
     timeout = sum(p.spec.timeout_s for p in group)

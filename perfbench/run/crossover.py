@@ -2,7 +2,7 @@
 (analysis/crossover.py), per phase, beside the roofline's prior for the same toggle.
 
 Each point is an ordinary sweep of the scenario at that shape with two explicit runs, the plan without the
-toggle and with it, which the sweep times in interleaved blocks of one process (run/blocks.py); speed-ups and
+toggle and with it, which the sweep times in interleaved blocks of one process (measure/blocks.py); speed-ups and
 their CIs are speedup.py's on the within-block pairs. End to end is TTFT + (output_len - 1) x TPOT of each
 iteration, paired the same way. Points are cached in the output folder (`points/<axis>-<x>/`), so a second
 phase or threshold reuses them, and an interrupted search resumes.
@@ -25,8 +25,8 @@ from perfbench.analysis.crossover import Crossing, SpeedupPoint, crossing_from_p
 from perfbench.analysis.speedup import speedup
 from perfbench.config.scenario import load_scenario
 from perfbench.errors import UserError
+from perfbench.measure.compile_cache import compile_cache_root
 from perfbench.results import RunResult, load_folder
-from perfbench.run.compile_cache import compile_cache_root
 
 AXES = {"input_len": "perfbench.workload.input_lens=[{x}]", "batch": "perfbench.workload.batch_sizes=[{x}]",
         "output_len": "perfbench.workload.output_len={x}"}

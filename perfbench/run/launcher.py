@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import IO
 
 from perfbench.lifecycle import sigterm_raises
+from perfbench.measure.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 from perfbench.results import RunSpec
 from perfbench.results.env_allowlist import torch_copied_credentials
-from perfbench.run.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 
-WORKER_MODULE = "perfbench.run.worker"
+WORKER_MODULE = "perfbench.measure.worker"
 KILL_GRACE_S = 5.0  # SIGTERM first so torchrun can stop its ranks; SIGKILL after this
 # Where `perfbench` is imported from (not resolved, so a symlinked checkout stays itself); children import
 # the same code.
@@ -38,7 +38,7 @@ def free_port() -> int:
 
 def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | None = None,
                    python: str = sys.executable, launch: NodeLaunch | None = None) -> list[str]:
-    """`python -m perfbench.run.worker ...`, or the same under torchrun with per-rank logs: on loopback, or
+    """`python -m perfbench.measure.worker ...`, or the same under torchrun with per-rank logs: on loopback, or
     this node's part of a multi-node `launch`."""
     worker_args = ["-m", WORKER_MODULE, "--spec", str(spec_path), "--out", str(run_dir)]
     launch = launch or NodeLaunch(nproc_per_node=spec.world_size)

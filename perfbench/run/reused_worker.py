@@ -2,7 +2,7 @@
 
 A run's process spends ~5 s importing torch and perfbench and, for a plan with compiled CPU kernels, several
 seconds tracing them, before it times anything. The single-process CPU runs of one round therefore share a
-worker (`python -m perfbench.run.worker --serve`); each round gets a fresh one, so the round stays the unit
+worker (`python -m perfbench.measure.worker --serve`); each round gets a fresh one, so the round stays the unit
 that carries process-to-process variation, and the per-round random order spreads any order effect inside a
 process over the combinations. Runs under torchrun, on an accelerator (device state, graph pools,
 communicators) or with other environment variables keep a process of their own.
@@ -13,29 +13,14 @@ crashes, hangs or is killed takes the worker with it and is recorded as such, an
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import select
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO
 
+from perfbench.measure.cluster import NodeLaunch
 from perfbench.results import RunSpec
-from perfbench.run.cluster import NodeLaunch
-from perfbench.run.launcher import (
-    KILL_GRACE_S,
-    WORKER_MODULE,
-    ProcessOutcome,
-    ending_signal,
-    sigterm_as_interrupt,
-    start_in_group,
-    stop_group,
-)
-
-POLL_S = 1.0  # how often a run in flight checks that its worker is still alive
+from perfbench.run.launcher import WORKER_MODULE, ProcessOutcome, ending_signal, sigterm_as_interrupt
+from perfbench.run.worker_process import WorkerProcess
 
 
 def shares_a_worker(spec: RunSpec, launch: NodeLaunch | None) -> bool:
@@ -49,8 +34,7 @@ class ReusedWorker:
     def __init__(self, sweep_dir: Path, python: str = sys.executable) -> None:
         self.sweep_dir = sweep_dir
         self.python = python
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._reply: IO[str] | None = None  # the read end of the reply pipe
+        self._worker: WorkerProcess | None = None
         self._key: tuple[object, ...] | None = None
 
     def command(self, reply_fd: int) -> list[str]:
@@ -65,7 +49,7 @@ class ReusedWorker:
 
     def run_group(self, spec_paths: list[Path], run_dirs: list[Path], env: dict[str, str], round_number: int,
                   timeout_s: float) -> list[ProcessOutcome]:
-        """Measure a block group (perfbench/run/blocks.py) in the worker: one outcome per run."""
+        """Measure a block group (perfbench/measure/blocks.py) in the worker: one outcome per run."""
         job = {"specs": [str(p) for p in spec_paths], "outs": [str(d) for d in run_dirs]}
         return self._job(job, run_dirs, env, round_number, timeout_s)
 
@@ -81,83 +65,39 @@ class ReusedWorker:
                 (run_dir / "worker.log").write_bytes(b"")  # the worker appends this job's output
             try:
                 key = (round_number, tuple(sorted(env.items())))
-                if self._proc is None or key != self._key:
+                if self._worker is None or key != self._key:
                     self.close()
-                    self._start(env, log_path)
+                    self._worker = WorkerProcess(self.command, env, log_path)
                     self._key = key
-                return self._measure(job, len(run_dirs), log_path, timeout_s, start)
+                return self._measure(self._worker, job, len(run_dirs), log_path, start + timeout_s, start)
             except BaseException:
                 self._kill()
                 raise
 
     def close(self) -> None:
         """End the worker: close its stdin (it exits after the run in hand), then stop what is left of it."""
-        proc = self._proc
-        if proc is not None:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                if proc.stdin is not None:
-                    proc.stdin.close()
-                proc.wait(timeout=KILL_GRACE_S)
-        self._kill()
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
 
-    def _start(self, env: dict[str, str], log_path: Path) -> None:
-        read_fd, write_fd = os.pipe()
-        try:
-            with open(log_path, "ab") as log:
-                self._proc = start_in_group(self.command(write_fd), env, log, stdin=subprocess.PIPE,
-                                            pass_fds=(write_fd,))
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)  # the worker holds it: EOF here means the worker is gone
-        self._reply = os.fdopen(read_fd, "r")
-
-    def _measure(self, job: dict[str, object], runs: int, log_path: Path, timeout_s: float,
+    def _measure(self, worker: WorkerProcess, job: dict[str, object], runs: int, log_path: Path, deadline: float,
                  start: float) -> list[ProcessOutcome]:
-        proc = self._proc
-        assert proc is not None and proc.stdin is not None and self._reply is not None
+        worker.send(job)  # a worker already gone shows in the answer
         try:
-            proc.stdin.write((json.dumps(job) + "\n").encode())
-            proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # the worker is gone; its end shows below
-        deadline = start + timeout_s
-        line = ""
-        while True:
-            # Polled rather than waiting for EOF alone: a child the worker forked may still hold the reply
-            # pipe's write end after the worker itself has died.
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._kill()
-                return [ProcessOutcome(None, True, time.monotonic() - start, None)] * runs
-            ready, _, _ = select.select([self._reply], [], [], min(remaining, POLL_S))
-            if ready:
-                line = self._reply.readline()
-                break
-            if proc.poll() is not None:
-                break
-        if line.strip():
-            codes = json.loads(line)
+            codes = worker.answer(deadline)
+        except TimeoutError:
+            self._kill()
+            return [ProcessOutcome(None, True, time.monotonic() - start, None)] * runs
+        if codes is not None:
             codes = codes if isinstance(codes, list) else [codes]
             return [ProcessOutcome(int(code), False, time.monotonic() - start, None) for code in codes]
-        # EOF, or the worker is gone: it ended during the run (a crash, a signal, sys.exit)
-        try:
-            proc.wait(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-        rc = proc.returncode
+        # the worker ended during the run (a crash, a signal, sys.exit)
+        rc = worker.wait_ended()
         self._kill()
         return [ProcessOutcome(rc, False, time.monotonic() - start, ending_signal(rc, log_path))] * runs
 
     def _kill(self) -> None:
         """Stop the worker's process group and drop both pipes."""
-        proc, self._proc = self._proc, None
-        reply, self._reply = self._reply, None
-        if proc is not None:
-            stop_group(proc)
-            if proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
-        if reply is not None:
-            reply.close()
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.kill()

@@ -20,11 +20,11 @@ from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
 from perfbench.lifecycle import exit_code_of, interrupt_line
+from perfbench.measure.cluster import NodeLaunch, launch_for
+from perfbench.measure.environment import collect_environment
 from perfbench.output_paths import check_output_dir
 from perfbench.results import RunResult, atomic_write_json, load_results, write_results
 from perfbench.results.timestamps import utc_timestamp
-from perfbench.run.cluster import NodeLaunch, launch_for
-from perfbench.run.environment import collect_environment
 from perfbench.run.executors.base import Executor
 from perfbench.run.executors.local import LocalExecutor
 from perfbench.run.folder_owner import check_identity, owned

@@ -14,7 +14,7 @@ from model.config import Qwen3_5MoeTextConfig
 from model.optimizations import TOGGLE_NAMES, resolve_plan
 from model.parallel_config import ParallelConfig
 from perfbench.errors import UserError
-from perfbench.run.environment import emulation_label
+from perfbench.measure.environment import emulation_label
 from perfbench.tools.op_checks import OpCheck, op_checks, run_op_checks
 
 __all__ = ["LAYOUTS", "OpCheck", "doctor", "op_checks", "support_matrix"]  # the op checks live in op_checks.py

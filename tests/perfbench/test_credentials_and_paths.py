@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from perfbench.cli import main
+from perfbench.measure.compile_cache import compile_cache_dir, is_safe
+from perfbench.measure.failure_kinds import compile_error_line, of_exception
 from perfbench.results import load_results
 from perfbench.results.env_allowlist import RECORDED_NAMES, looks_like_credential, recorded_env, withheld_text
 from perfbench.results.records import Environment
-from perfbench.run.compile_cache import compile_cache_dir, is_safe
-from perfbench.run.failure_kinds import compile_error_line, of_exception
 from perfbench.run.launcher import PROJECT_DIR
 
 SECRET = "s3cr3t-9d41b7"  # every credential's value holds it; no written file may

@@ -13,8 +13,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun, SweepPlan
+from perfbench.measure.cluster import NodeLaunch
 from perfbench.results import atomic_write_json
-from perfbench.run.cluster import NodeLaunch
 from perfbench.run.launcher import ProcessOutcome, child_env, run_process, worker_command
 
 

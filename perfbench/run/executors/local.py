@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
+from perfbench.measure.cluster import NodeLaunch
 from perfbench.run.attempt import execute, execute_group
-from perfbench.run.cluster import NodeLaunch
 from perfbench.run.executors.base import Finished
 from perfbench.run.reused_worker import ReusedWorker
 
@@ -28,7 +28,7 @@ class LocalExecutor:
                 if planned.spec.run_id in done:
                     continue
                 if planned.spec.timing == "blocks":
-                    # the whole group at once, in one process (perfbench/run/blocks.py)
+                    # the whole group at once, in one process (perfbench/measure/blocks.py)
                     group = [p for p in runs if p.spec.block_group == planned.spec.block_group
                              and p.spec.timing == "blocks"]
                     for p in group:

@@ -23,8 +23,8 @@ from typing import Any
 
 from perfbench.config.sweep import PlannedRun
 from perfbench.errors import UserError
+from perfbench.measure.cluster import NodeLaunch
 from perfbench.results import RunPlan, RunResult
-from perfbench.run.cluster import NodeLaunch
 from perfbench.run.executors.base import Finished
 
 RESOURCE_OF_DEVICE = {"cpu": "CPU", "cuda": "GPU", "npu": "NPU"}

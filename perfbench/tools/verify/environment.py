@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from perfbench.emulation.npu.modules import TORCH_NPU_VERSION
+from perfbench.measure.environment import cann_version, collect_environment, package_version
 from perfbench.results.env_allowlist import recorded_env, withheld_text
-from perfbench.run.environment import cann_version, collect_environment, package_version
 from perfbench.tools.verify.context import VerifyContext
 from perfbench.tools.verify.schemas import compare, installed_schemas
 from perfbench.tools.verify.summary import FAIL, PASS, Check

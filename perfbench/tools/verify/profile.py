@@ -1,5 +1,5 @@
 """Item 5, profile: one profiled iteration per plan through the run's own profiled step
-(perfbench/run/profiled.py): the trace is parsed into tables and every toggle's trace signature is checked
+(perfbench/measure/profiled.py): the trace is parsed into tables and every toggle's trace signature is checked
 against its state in the plan (perfbench/profiling/plan_check.py).
 
 --quick profiles all on (eager) and all on (ge_graph); the full run adds each toggle alone and the npugraph_ex
@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 
 from model.optimizations import TOGGLE_NAMES, TOGGLES
+from perfbench.measure.iteration import Workload, run_iteration
+from perfbench.measure.profiled import profile_iteration
 from perfbench.results import RunSpec
-from perfbench.run.iteration import Workload, run_iteration
-from perfbench.run.profiled import profile_iteration
 from perfbench.tools.verify.context import ModelUnderTest, VerifyContext, all_on, release
 from perfbench.tools.verify.failures import failed_check, is_capture_failure, named_op
 from perfbench.tools.verify.model_check import MULTI_RANK, Case, capture_failure

@@ -15,8 +15,8 @@ import pytest
 
 from perfbench.analysis import stability
 from perfbench.analysis.stability import host_reasons, metric_stability, outlier_share, run_stability
+from perfbench.measure import host_signals
 from perfbench.results import RunResult, RunSpec, Summary, load_results
-from perfbench.run import host_signals
 from perfbench.run.launcher import PROJECT_DIR
 
 QUIET = {"host_other_cores": 0.2, "host_spare_cores": 1.0, "host_steal_cores": 0.0, "host_loadavg_1m": 0.3,
@@ -131,7 +131,7 @@ def _run_tiny(tmp_path: Path, out: Path) -> tuple[subprocess.CompletedProcess, d
 def test_a_run_beside_a_cpu_hog_records_the_hogs_cores_and_is_flagged_unstable_everywhere(tmp_path):
     """Only what the hogs change: their CPU time is recorded as other processes' and the run is flagged in the
     CSV, the terminal and the report. What a quiet host records on its own (steal, drift) is not asserted; that
-    the run's own process group never counts as "other" is tests/perfbench/run/test_host_load.py's."""
+    the run's own process group never counts as "other" is tests/perfbench/measure/test_host_load.py's."""
     # one spinner more than CPUs, each in its own session (outside the run's process group): with one per CPU the
     # scheduler's share for the run left the others at 1.2-1.33 cores on 2 CPUs, at the 1.25 threshold
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)

@@ -13,9 +13,9 @@ from perfbench.config.lengths import LENGTHS_DIR, draw, load_lengths
 from perfbench.config.scenario import load_scenario
 from perfbench.config.sweep import plan_sweep
 from perfbench.errors import UserError
+from perfbench.measure.iteration import make_workload
 from perfbench.report.latency import realised_lengths
 from perfbench.results import RunResult
-from perfbench.run.iteration import make_workload
 
 CPU = Capabilities(device="cpu", device_name="cpu")
 

@@ -145,7 +145,7 @@ def test_a_wrong_or_future_record_is_one_line(tmp_path: Path):
 def _sets_threads(tree: Path) -> None:
     # an arm that changes process-global state when it is imported: one process would hide it from the other arm.
     # One more thread than the process had: a fixed count could equal the one the worker chose for a busy host
-    # (run/thread_budget.py takes 1 of 2 threads while other tests hold a core), and then nothing would differ.
+    # (measure/thread_budget.py takes 1 of 2 threads while other tests hold a core), and then nothing would differ.
     path = tree / "model" / "backend.py"
     one_more = "\nimport torch as _torch\n_torch.set_num_threads(_torch.get_num_threads() + 1)\n"
     path.write_text(path.read_text() + one_more)

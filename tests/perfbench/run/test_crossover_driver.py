@@ -15,9 +15,9 @@ from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.crossover import SpeedupPoint
 from perfbench.cli import main
 from perfbench.config.scenario import load_scenario
+from perfbench.measure.blocks import EPOCH_BLOCKS
 from perfbench.report.crossover import write_crossover_page
 from perfbench.results import RunPlan, RunResult, RunSpec
-from perfbench.run.blocks import EPOCH_BLOCKS
 from perfbench.run.crossover import (
     POINT_MEASURE,
     check_search,

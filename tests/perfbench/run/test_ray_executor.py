@@ -18,9 +18,9 @@ import ray
 from ray.cluster_utils import Cluster
 
 from perfbench.errors import UserError
+from perfbench.measure import worker
+from perfbench.measure.cluster import NodeLaunch
 from perfbench.results import RunResult, load_results
-from perfbench.run import worker
-from perfbench.run.cluster import NodeLaunch
 from perfbench.run.executors.ray_executor import RayExecutor, task_options, visible_devices
 from perfbench.run.launcher import PROJECT_DIR
 from perfbench.run.runner import run_scenario

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from perfbench.measure import worker
+from perfbench.measure.cluster import NodeLaunch
 from perfbench.results import RunSpec, load_results
-from perfbench.run import worker
-from perfbench.run.cluster import NodeLaunch
 from perfbench.run.launcher import PROJECT_DIR, child_env
 from perfbench.run.reused_worker import ReusedWorker, shares_a_worker
 from perfbench.run.runner import run_scenario
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups and /proc")
 
-# A stand-in for `perfbench.run.worker --serve` that follows its protocol: the spec file says what to do.
+# A stand-in for `perfbench.measure.worker --serve` that follows its protocol: the spec file says what to do.
 FAKE_WORKER = textwrap.dedent("""
     import json, os, subprocess, sys, time
     reply = os.fdopen(int(sys.argv[1]), "w", buffering=1)

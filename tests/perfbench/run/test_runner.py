@@ -1,6 +1,6 @@
 """Runner, launcher and worker: fault drills with real worker processes, timeouts, torchrun teardown, resume.
 
-Each run's behaviour comes from PERFBENCH_FAULT (perfbench/run/worker.py), set per run through explicit runs' env,
+Each run's behaviour comes from PERFBENCH_FAULT (perfbench/measure/worker.py), set per run through explicit runs' env,
 so these tests never load a model.
 """
 
@@ -25,8 +25,8 @@ from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
 from perfbench.config.scenario import SCENARIOS_DIR, load_scenario
 from perfbench.config.sweep import plan_sweep
+from perfbench.measure import worker
 from perfbench.results import RunSpec, load_results
-from perfbench.run import worker
 from perfbench.run.launcher import PROJECT_DIR, child_env, ending_signal, worker_command
 from perfbench.run.runner import run_scenario
 
@@ -224,14 +224,14 @@ def test_out_folder_with_results_needs_resume(tmp_path):
 def test_worker_command_single_process_and_torchrun(tmp_path):
     spec = RunSpec(run_id="r", scenario="s")
     cmd = worker_command(spec, tmp_path / "spec.json", tmp_path)
-    assert cmd == [sys.executable, "-m", "perfbench.run.worker", "--spec", str(tmp_path / "spec.json"), "--out",
+    assert cmd == [sys.executable, "-m", "perfbench.measure.worker", "--spec", str(tmp_path / "spec.json"), "--out",
                    str(tmp_path)]
     spec.parallel = dict(TWO_RANKS)
     cmd = worker_command(spec, tmp_path / "spec.json", tmp_path, port=29999)
     joined = " ".join(cmd)
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
     for part in ("--nnodes 1", "--nproc-per-node 2", "--master-addr 127.0.0.1", "--master-port 29999",
-                 f"--log-dir {tmp_path / 'ranks'}", "--redirects 3", "-m perfbench.run.worker --spec"):
+                 f"--log-dir {tmp_path / 'ranks'}", "--redirects 3", "-m perfbench.measure.worker --spec"):
         assert part in joined
 
 

@@ -8,9 +8,10 @@ import json
 import pytest
 
 from model.toggles import ToggleDecision
+from perfbench.measure import failure_kinds, worker
+from perfbench.measure import run_steps as measure
+from perfbench.measure.failure_kinds import BENCHMARK, STARTUP, of_exception, of_lost_process, of_measured, stage
 from perfbench.results import RunPlan, RunResult, RunSpec, load_results, write_results
-from perfbench.run import failure_kinds, measure, worker
-from perfbench.run.failure_kinds import BENCHMARK, STARTUP, of_exception, of_lost_process, of_measured, stage
 
 
 def _raised_in(*stages: str) -> BaseException:

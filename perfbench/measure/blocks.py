@@ -1,6 +1,6 @@
 """Interleaved blocks: the runs of one round and shape timed together, in one process.
 
-Every run of the group is prepared first (perfbench/run/measure.py steps 1-2: reference, build, warm-up and
+Every run of the group is prepared first (perfbench/measure/run_steps.py steps 1-2: reference, build, warm-up and
 compile), and every model stays alive. Timing then goes in blocks: a block is one timed iteration of every run,
 in a fresh seeded random order, with the host probe read before it. Two runs' iterations of one block are
 seconds apart, so a host speed state (tens of seconds on a shared VM) hits both: the pair's ratio cancels it
@@ -8,7 +8,7 @@ seconds apart, so a host speed state (tens of seconds on a shared VM) hits both:
 and the process's token, so pairs are matched only inside one process.
 
 Epochs: every `EPOCH_BLOCKS` blocks, each run's weights move to new storage behind random spacers
-(perfbench/run/epochs.py) and one untimed block follows; the epoch (within its process) is the cluster of the
+(perfbench/measure/epochs.py) and one untimed block follows; the epoch (within its process) is the cluster of the
 paired statistics (perfbench/analysis/paired.py), recorded per iteration in `RunResult.blocks.epoch`.
 
 Stopping (adaptive measure settings): at least `iterations` blocks; then, at planned looks over the time budget
@@ -30,11 +30,10 @@ from pathlib import Path
 
 from model.backend import synchronize
 from perfbench.analysis import paired
-from perfbench.results import Failure, RunPlan, RunResult, RunSpec
-from perfbench.run import failure_kinds
-from perfbench.run.epochs import Relocator, relocatable
-from perfbench.run.host_probe import HostProbe
-from perfbench.run.measure import (
+from perfbench.measure import failure_kinds
+from perfbench.measure.epochs import Relocator, relocatable
+from perfbench.measure.host_probe import HostProbe
+from perfbench.measure.run_steps import (
     HostWatch,
     PreparedRun,
     Timings,
@@ -42,7 +41,8 @@ from perfbench.run.measure import (
     prepare_run,
     record_timings,
 )
-from perfbench.run.stopping import CONVERGED, MAX_ITERATIONS, MAX_TIME
+from perfbench.measure.stopping import CONVERGED, MAX_ITERATIONS, MAX_TIME
+from perfbench.results import Failure, RunPlan, RunResult, RunSpec
 
 CONVERGED_PAIRED = f"{CONVERGED} (paired)"
 EPOCH_BLOCKS = 5  # timed blocks per epoch (the trimmed mean of a cluster needs 5 pairs)

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from perfbench.run import host_probe
-from perfbench.run.host_probe import HostProbe, speed_change
+from perfbench.measure import host_probe
+from perfbench.measure.host_probe import HostProbe, speed_change
 
 
 def test_a_reading_is_the_fastest_repeat_in_milliseconds(monkeypatch):

@@ -17,10 +17,10 @@ import os
 import time
 from collections.abc import Callable
 
-from perfbench.run.host_load import host_load, snapshot
+from perfbench.measure.host_load import host_load, snapshot
 
 WINDOW_S = 0.5  # long enough for a few scheduler ticks of a busy neighbour, short beside a model build
-_note: str | None = None  # the current job's choice, for the result's environment (run/environment.py)
+_note: str | None = None  # the current job's choice, for the result's environment (measure/environment.py)
 _default: int | None = None  # torch's own count, read before the first change (a worker serves many jobs)
 
 

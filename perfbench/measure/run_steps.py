@@ -1,5 +1,5 @@
 """Inside one run, as protocol steps that both timing modes use (a run on its own, or a block group:
-perfbench/run/blocks.py):
+perfbench/measure/blocks.py):
 
 1. `prepare_run`: the reference (when `numerics_check`, the all-off model with the same weights decodes the
    workload first; its logits are kept, cached per sweep, and the model freed so the measured model's peak memory
@@ -7,12 +7,12 @@ perfbench/run/blocks.py):
    iterations: the first decode step of a graph_mode plan compiles, reported as `compile_s`, and `compile_warm_s`
    from the warm cache when enable_cache_compile is on; the first prefill builds the plan's compiled CPU
    kernels, reported as `first_ttft_ms`).
-2. Timing: `time_iterations` until the stopping rule says enough (perfbench/run/stopping.py), one iteration
-   (perfbench/run/iteration.py) at a time with the host probe before each; or blocks. One sample per iteration
+2. Timing: `time_iterations` until the stopping rule says enough (perfbench/measure/stopping.py), one iteration
+   (perfbench/measure/iteration.py) at a time with the host probe before each; or blocks. One sample per iteration
    is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps; every step kept apart).
    `record_timings` writes samples, summary, stability verdicts (perfbench/analysis/stability.py) and numerics.
 3. `finish_run`: the MoE routing counts of one untimed iteration (round 1 only; perfbench/analysis/expert_load.py)
-   and the profiled iteration (perfbench/run/profiled.py).
+   and the profiled iteration (perfbench/measure/profiled.py).
 """
 
 from __future__ import annotations
@@ -40,16 +40,16 @@ from perfbench.analysis import stability, stats
 from perfbench.analysis.expert_load import load_record
 from perfbench.analysis.tail import decode_step_summary
 from perfbench.emulation.npu.runtime import tensor_device
+from perfbench.measure import failure_kinds, host_load, host_signals
+from perfbench.measure.compile_cache import compile_cache_root
+from perfbench.measure.host_probe import HostProbe, speed_change
+from perfbench.measure.iteration import Iteration, Workload, make_workload, run_iteration
+from perfbench.measure.memory_split import memory_split
+from perfbench.measure.numerics import logit_agreement
+from perfbench.measure.profiled import profile_iteration
+from perfbench.measure.stopping import StoppingRule
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.results.timestamps import utc_timestamp
-from perfbench.run import failure_kinds, host_load, host_signals
-from perfbench.run.compile_cache import compile_cache_root
-from perfbench.run.host_probe import HostProbe, speed_change
-from perfbench.run.iteration import Iteration, Workload, make_workload, run_iteration
-from perfbench.run.memory_split import memory_split
-from perfbench.run.numerics import logit_agreement
-from perfbench.run.profiled import profile_iteration
-from perfbench.run.stopping import StoppingRule
 
 if TYPE_CHECKING:
     pass
@@ -219,7 +219,7 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
     """Steps 1-2: the reference logits, the measured model (its plan checked), warm-up and compile."""
     started = utc_timestamp()
     t0 = time.perf_counter()
-    from perfbench.run.environment import collect_environment  # noqa: PLC0415
+    from perfbench.measure.environment import collect_environment  # noqa: PLC0415
 
     torch.manual_seed(spec.seed)
     caps = detect_capabilities(spec.device)

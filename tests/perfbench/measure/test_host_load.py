@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from perfbench.analysis.stability import contention
+from perfbench.measure import host_load
+from perfbench.measure.host_load import CpuSnapshot, HostLoad
 from perfbench.results import Summary
-from perfbench.run import host_load
-from perfbench.run.host_load import CpuSnapshot, HostLoad
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux /proc")
 

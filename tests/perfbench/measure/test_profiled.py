@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfbench.measure.run_steps import measure_run
 from perfbench.profiling import parse_trace_path
 from perfbench.results import RunSpec
-from perfbench.run.measure import measure_run
 
 
 def _spec(**fields: object) -> RunSpec:

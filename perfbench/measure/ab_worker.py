@@ -1,13 +1,13 @@
 """The worker process of `perfbench ab`: it builds every run of the scenario for its arms, then times on request.
 
-`python -m perfbench.run.ab_worker --reply-fd N --specs FILE --out DIR --arm NAME=CHECKOUT [--arm ...]`.
+`python -m perfbench.measure.ab_worker --reply-fd N --specs FILE --out DIR --arm NAME=CHECKOUT [--arm ...]`.
 
 - Two arms (the default, one process): each arm's `model/` is imported as its own set of modules
-  (perfbench/run/arm_modules.py), both built from the same restored process state, and their fingerprints of
+  (perfbench/measure/arm_modules.py), both built from the same restored process state, and their fingerprints of
   process-global state compared. If they differ, the worker answers {"fallback": reason} and ends: the parent
   then times the arms in two processes. Else it answers {"ready": {arm: {run_id: plan}}, "model": {arm: path}}
   and reads commands on stdin, one JSON line each:
-  {"epoch": {"index": k, "pairs": n, "seed": s}} re-allocates both arms' weights (perfbench/run/epochs.py; not
+  {"epoch": {"index": k, "pairs": n, "seed": s}} re-allocates both arms' weights (perfbench/measure/epochs.py; not
   before the first epoch), runs one untimed iteration of every run in each arm, then n pairs of every run in a
   seeded random order (run order shuffled per round, arm order random per pair), answering one {"pair": {...}}
   line per pair and {"epoch_done": {"recompiles": r, "relocated_mb": m}} at the end. Garbage collection is off
@@ -32,16 +32,12 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+from perfbench.measure.requests import requests, send_answer
 from perfbench.results import RunSpec
 
 ARMS = ("base", "head")
 # which arm the worker is in and at what stage, so that an error names them (the parent records that arm failed)
 WHERE: dict[str, str | None] = {"arm": None, "stage": "startup"}
-
-
-def _send(reply: IO[str], payload: dict[str, Any]) -> None:
-    reply.write(json.dumps(payload) + "\n")
-    reply.flush()
 
 
 def _timed(run: Any) -> dict[str, float | None]:
@@ -57,10 +53,10 @@ def _graphs_compiled() -> int:
 
 
 def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path], reply: IO[str]) -> int:
-    from perfbench.run.arm_modules import ProcessState, RestorableState, load_arm  # noqa: PLC0415
-    from perfbench.run.epochs import Relocator, relocatable  # noqa: PLC0415
-    from perfbench.run.host_probe import HostProbe  # noqa: PLC0415
-    from perfbench.run.thread_budget import fit_threads_to_host  # noqa: PLC0415
+    from perfbench.measure.arm_modules import ProcessState, RestorableState, load_arm  # noqa: PLC0415
+    from perfbench.measure.epochs import Relocator, relocatable  # noqa: PLC0415
+    from perfbench.measure.host_probe import HostProbe  # noqa: PLC0415
+    from perfbench.measure.thread_budget import fit_threads_to_host  # noqa: PLC0415
 
     _allow_a_graph_per_run(2 * len(specs))
     if specs:
@@ -77,25 +73,25 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
         start.restore()  # both arms build from the same process state
         WHERE["arm"] = name
         with arms[name].active():
-            measure = arms[name].module("perfbench.run.measure")
+            measure = arms[name].module("perfbench.measure.run_steps")
             # both arms' runs live under one runs/ folder, so they share one compile cache (keyed by graph)
             prepared[name] = {s.run_id: measure.prepare_run(s, out / "runs" / name / s.run_id) for s in specs}
         built[name] = ProcessState.capture()
     differ = differ or built["base"].differences(built["head"])
     if differ:
         shown = "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
-        _send(reply, {"fallback": f"the arms leave process-global state differently ({shown})"})
+        send_answer(reply, {"fallback": f"the arms leave process-global state differently ({shown})"})
         return 0
     relocators = {name: [Relocator(p.model, hash((name, rid)) & 0xFFFF) for rid, p in runs.items()
                          if relocatable(p.spec.device, "graph_mode" in p.result.plan.effective_on())]
                   for name, runs in prepared.items()}
     probe = HostProbe(specs[0].seed) if specs and specs[0].device == "cpu" else None
-    _send(reply, {"ready": {name: {rid: p.result.plan.to_dict() for rid, p in runs.items()}
+    send_answer(reply, {"ready": {name: {rid: p.result.plan.to_dict() for rid, p in runs.items()}
                             for name, runs in prepared.items()},
                   "model": {name: arm.model_path for name, arm in arms.items()}, "pid": os.getpid()})
     run_ids = [s.run_id for s in specs]
-    for line in sys.stdin:
-        epoch = json.loads(line)["epoch"]
+    for request in requests():
+        epoch = request["epoch"]
         rng = random.Random(epoch["seed"])
         relocated = 0
         if epoch["index"] > 0:
@@ -119,19 +115,19 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
                         WHERE["arm"] = name
                         with arms[name].active():
                             timed[name] = {**_timed(prepared[name][rid]), "probe_ms": probe_ms}
-                    _send(reply, {"pair": {"run_id": rid, "index": index, "base_first": base_first, **timed}})
+                    send_answer(reply, {"pair": {"run_id": rid, "index": index, "base_first": base_first, **timed}})
         finally:
             gc.enable()
-        _send(reply, {"epoch_done": {"recompiles": _graphs_compiled() - compiled,
+        send_answer(reply, {"epoch_done": {"recompiles": _graphs_compiled() - compiled,
                                      "relocated_mb": round(relocated / 2**20, 1)}})
     return 0
 
 
 def serve_one_arm(specs: list[RunSpec], out: Path, name: str, reply: IO[str]) -> int:
     import model  # noqa: PLC0415 - the arm's model package, from its own checkout
-    from perfbench.run.host_probe import HostProbe  # noqa: PLC0415
-    from perfbench.run.measure import prepare_run  # noqa: PLC0415
-    from perfbench.run.thread_budget import fit_threads_to_host  # noqa: PLC0415
+    from perfbench.measure.host_probe import HostProbe  # noqa: PLC0415
+    from perfbench.measure.run_steps import prepare_run  # noqa: PLC0415
+    from perfbench.measure.thread_budget import fit_threads_to_host  # noqa: PLC0415
 
     WHERE.update(arm=name, stage="startup")
     if specs:
@@ -139,12 +135,11 @@ def serve_one_arm(specs: list[RunSpec], out: Path, name: str, reply: IO[str]) ->
     prepared = {s.run_id: prepare_run(s, out / "runs" / s.run_id) for s in specs}
     WHERE["stage"] = "benchmark"
     probe = HostProbe(specs[0].seed) if specs and specs[0].device == "cpu" else None
-    _send(reply, {"ready": {name: {rid: p.result.plan.to_dict() for rid, p in prepared.items()}},
+    send_answer(reply, {"ready": {name: {rid: p.result.plan.to_dict() for rid, p in prepared.items()}},
                   "model": {name: str(Path(model.__file__).resolve().parent)}, "pid": os.getpid()})
-    for line in sys.stdin:
-        command = json.loads(line)
+    for command in requests():
         probe_ms = probe() if probe is not None else None
-        _send(reply, {**_timed(prepared[command["iterate"]]), "probe_ms": probe_ms})
+        send_answer(reply, {**_timed(prepared[command["iterate"]]), "probe_ms": probe_ms})
     return 0
 
 
@@ -165,7 +160,7 @@ def _arm(text: str) -> tuple[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perfbench.run.ab_worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m perfbench.measure.ab_worker", description=__doc__.splitlines()[0])
     parser.add_argument("--reply-fd", type=int, required=True)
     parser.add_argument("--specs", type=Path, required=True, help="a JSON list of RunSpec objects")
     parser.add_argument("--out", type=Path, required=True, help="the folder for run folders and compile caches")
@@ -183,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             (name,) = checkouts
             return serve_one_arm(specs, args.out, name, reply)
         except Exception:  # noqa: BLE001 - the parent records the arm's failure and stops the job
-            _send(reply, {"error": traceback.format_exc(), **WHERE})
+            send_answer(reply, {"error": traceback.format_exc(), **WHERE})
             return 1
 
 

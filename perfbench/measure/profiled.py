@@ -17,10 +17,10 @@ import torch
 from model.backend import Capabilities
 from model.cache import Qwen3_5MoeCache
 from model.modeling import Qwen3_5MoeForCausalLM
+from perfbench.measure.cluster import is_result_writer
+from perfbench.measure.environment import emulation_label
+from perfbench.measure.iteration import Workload, run_iteration
 from perfbench.results import RunSpec
-from perfbench.run.cluster import is_result_writer
-from perfbench.run.environment import emulation_label
-from perfbench.run.iteration import Workload, run_iteration
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -7,7 +7,7 @@ import re
 
 import torch
 
-from perfbench.run.environment import cann_version, collect_environment
+from perfbench.measure.environment import cann_version, collect_environment
 
 
 def test_snapshot_has_the_reproducibility_fields():
@@ -42,7 +42,7 @@ def test_cann_version_from_the_toolkit_folder(tmp_path, monkeypatch):
 
 
 def test_git_state_without_git_is_unknown(monkeypatch):
-    from perfbench.run import git_state
+    from perfbench.measure import git_state
 
     monkeypatch.setattr(git_state, "_git", lambda *args: None)
     assert git_state.git_state() == ("unknown", None)

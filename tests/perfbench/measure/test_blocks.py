@@ -6,10 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from perfbench.analysis.paired import LookPlan
+from perfbench.measure.blocks import CONVERGED_PAIRED, BlockRun, stop_reason
+from perfbench.measure.run_steps import Timings
+from perfbench.measure.stopping import MAX_ITERATIONS, MAX_TIME
 from perfbench.results import RunSpec
-from perfbench.run.blocks import CONVERGED_PAIRED, BlockRun, stop_reason
-from perfbench.run.measure import Timings
-from perfbench.run.stopping import MAX_ITERATIONS, MAX_TIME
 
 
 def _run(on: dict[str, bool], ttft: list[float], tpot: list[float], per_epoch: int = 2) -> BlockRun:

@@ -1,4 +1,4 @@
-"""Fewer OpenMP threads when other processes hold cores at a job's start (run/thread_budget.py): the rule on
+"""Fewer OpenMP threads when other processes hold cores at a job's start (measure/thread_budget.py): the rule on
 given loads, the worker's switch with the load read stubbed (no timing), and the note's way to the end table."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from perfbench.analysis.plan_warnings import host_notes
+from perfbench.measure import thread_budget
+from perfbench.measure.environment import collect_environment
 from perfbench.results import RunResult, RunSpec
-from perfbench.run import thread_budget
-from perfbench.run.environment import collect_environment
 
 
 def run_result(run_id: str, note: str | None = None) -> RunResult:

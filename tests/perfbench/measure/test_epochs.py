@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from perfbench.run.epochs import Relocator, relocatable
+from perfbench.measure.epochs import Relocator, relocatable
 
 
 def test_relocation_moves_the_storage_and_keeps_values_and_parameters():

@@ -1,16 +1,16 @@
 """The process that measures runs.
 
-One run: `python -m perfbench.run.worker --spec <run_dir>/spec.json --out <run_dir>` reads the RunSpec, calls
-`perfbench.run.measure.measure_run`, and writes `<run_dir>/result.json` atomically (local rank 0 of node 0 only
+One run: `python -m perfbench.measure.worker --spec <run_dir>/spec.json --out <run_dir>` reads the RunSpec, calls
+`perfbench.measure.run_steps.measure_run`, and writes `<run_dir>/result.json` atomically (local rank 0 of node 0 only
 under torchrun). An exception becomes a result with status "error" and the traceback, exit 1.
 
 Several runs, one after another (the CPU runs of one round, perfbench/run/reused_worker.py):
-`python -m perfbench.run.worker --serve --reply-fd N --sweep DIR` reads one JSON line per job from stdin and
+`python -m perfbench.measure.worker --serve --reply-fd N --sweep DIR` reads one JSON line per job from stdin and
 answers each job as a line on file descriptor N:
 - {"spec": ..., "out": ...}: one run timed on its own; its output goes to its own `worker.log`; the answer is
   the run's exit code;
 - {"specs": [...], "outs": [...]}: a block group, timed together in interleaved blocks
-  (perfbench/run/blocks.py); the output goes to the first run's `worker.log` (the others' logs point there);
+  (perfbench/measure/blocks.py); the output goes to the first run's `worker.log` (the others' logs point there);
   the answer is a JSON list of the runs' exit codes.
 It ends when stdin closes; a fault that ends the process ends it mid-run, as it would end a process of its own.
 
@@ -37,10 +37,11 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from perfbench.measure import failure_kinds
+from perfbench.measure.cluster import is_result_writer
+from perfbench.measure.requests import requests, send_answer
 from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
 from perfbench.results.timestamps import utc_timestamp
-from perfbench.run import failure_kinds
-from perfbench.run.cluster import is_result_writer
 
 FAULT_ENV = "PERFBENCH_FAULT"
 WORKER_BANNER = "perfbench worker pid "  # the first line of each job in a shared worker's log
@@ -87,8 +88,8 @@ def run(spec: RunSpec, run_dir: Path) -> RunResult:
     t0 = time.monotonic()
     try:
         inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))
-        from perfbench.run.measure import measure_run  # imported here: torch/model load only in the worker
-        from perfbench.run.thread_budget import fit_threads_to_host
+        from perfbench.measure.run_steps import measure_run  # imported here: torch/model load only in the worker
+        from perfbench.measure.thread_budget import fit_threads_to_host
 
         fit_threads_to_host(spec.device)
         result = measure_run(spec, run_dir)
@@ -107,7 +108,7 @@ def _finalize(result: RunResult, spec: RunSpec, started: str, t0: float) -> RunR
     if not result.wall_s:
         result.wall_s = time.monotonic() - t0
     if not result.env:
-        from perfbench.run.environment import collect_environment
+        from perfbench.measure.environment import collect_environment
 
         result.env = collect_environment(spec.device)
     return result
@@ -119,8 +120,8 @@ def run_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunResult]:
     t0 = time.monotonic()
     try:
         inject_fault(fault_for_rank(os.environ.get(FAULT_ENV, ""), rank()))
-        from perfbench.run.blocks import measure_block_group
-        from perfbench.run.thread_budget import fit_threads_to_host
+        from perfbench.measure.blocks import measure_block_group
+        from perfbench.measure.thread_budget import fit_threads_to_host
 
         fit_threads_to_host(specs[0].device)
         results = measure_block_group(specs, run_dirs)
@@ -176,8 +177,7 @@ def output_to(log_path: Path) -> Iterator[None]:
 def serve(reply_fd: int) -> int:
     """Measure the runs named on stdin, one per line, answering each one's exit code on `reply_fd`."""
     with os.fdopen(reply_fd, "w", buffering=1) as reply:
-        for number, line in enumerate(sys.stdin, 1):
-            job = json.loads(line)
+        for number, job in enumerate(requests(), 1):
             if "specs" in job:
                 run_dirs = [Path(d) for d in job["outs"]]
                 for other in run_dirs[1:]:
@@ -187,13 +187,13 @@ def serve(reply_fd: int) -> int:
                     print(f"{WORKER_BANNER}{os.getpid()}: job {number} of this process, a block group of "
                           f"{len(run_dirs)} runs", flush=True)
                     results, codes = measure_group_and_record([Path(p) for p in job["specs"]], run_dirs)
-                answer = json.dumps(codes)
+                answer: int | list[int] = codes
             else:
                 run_dir = Path(job["out"])
                 with output_to(run_dir / "worker.log"):
                     print(f"{WORKER_BANNER}{os.getpid()}: run {number} of this process", flush=True)
                     result, code = measure_and_record(Path(job["spec"]), run_dir)
-                results, answer = [result], str(code)
+                results, answer = [result], code
             if any(r.plan.on("graph_mode") for r in results):
                 # every graph-mode model compiles its own decode step; dynamo's per-function recompile limit
                 # would otherwise make a later run's graph fall back to eager without notice
@@ -201,12 +201,12 @@ def serve(reply_fd: int) -> int:
 
                 torch._dynamo.reset()
             gc.collect()
-            reply.write(f"{answer}\n")
+            send_answer(reply, answer)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perfbench.run.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m perfbench.measure.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, help="spec.json written by the runner")
     parser.add_argument("--out", type=Path, help="the run's folder (result.json goes here)")
     parser.add_argument("--serve", action="store_true", help="measure the runs named on stdin, one per line")

@@ -3,7 +3,7 @@
 `model/` imports itself absolutely (`from model.config import ...`) and lazily (`model.__getattr__` ->
 `importlib.import_module`), so an arm cannot be imported under another name. Instead each arm is imported whole
 with its checkout first on sys.path: `model` and every submodule, then the harness modules that bind names from
-`model` (perfbench.run.measure and what it pulls in). Every module that import added under `model` or
+`model` (perfbench.measure.run_steps and what it pulls in). Every module that import added under `model` or
 `perfbench` is then moved out of sys.modules into the arm's own table. `ArmModules.active()` puts that table
 back into sys.modules for the duration of a call into the arm (a dict update of some 100 entries,
 microseconds, outside any timed region), so a lazy import inside the arm's code finds the arm's module.
@@ -32,8 +32,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-# harness modules that hold the names an arm's code is called through; imported inside each arm
-ARM_BOUND_HARNESS = ("perfbench.run.measure",)
+# harness modules that hold the names an arm's code is called through; imported inside each arm (perfbench's own
+# code, found on perfbench's path: only `model/` comes from the arm's checkout)
+ARM_BOUND_HARNESS = ("perfbench.measure.run_steps",)
 
 
 def _ours(name: str) -> bool:

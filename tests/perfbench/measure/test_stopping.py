@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfbench.run.stopping import CONVERGED, MAX_ITERATIONS, MAX_TIME, StoppingRule
+from perfbench.measure.stopping import CONVERGED, MAX_ITERATIONS, MAX_TIME, StoppingRule
 
 
 def test_a_fixed_count_runs_exactly_that_many():

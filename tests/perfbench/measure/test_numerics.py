@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from perfbench.run.numerics import logit_agreement
+from perfbench.measure.numerics import logit_agreement
 
 
 def one_hot_logits(tokens: list[list[int]], vocab: int = 4) -> torch.Tensor:

@@ -11,9 +11,9 @@ import torch
 from model.config import load_config
 from model.cost import total_weight_bytes
 from model.parallel_config import ParallelConfig
+from perfbench.measure import worker
+from perfbench.measure.memory_split import MB, graph_pool_mb, memory_split, storage_mb
 from perfbench.results import RunSpec, write_results
-from perfbench.run import worker
-from perfbench.run.memory_split import MB, graph_pool_mb, memory_split, storage_mb
 
 
 def test_a_tied_weight_and_a_view_count_once() -> None:

@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
+from perfbench.measure.git_state import git_state
+from perfbench.measure.thread_budget import threads_note
 from perfbench.results.env_allowlist import recorded_env
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.roofline.peaks import cpu_model
-from perfbench.run.git_state import git_state
-from perfbench.run.thread_budget import threads_note
 
 
 def package_version(name: str) -> str | None:
