@@ -294,6 +294,8 @@ def _speedup_checks(rule: SpeedupRule, baseline: ResultFolder, current: ResultFo
                     comparable: set[str]) -> list[CheckResult]:
     """Each plan's paired speed-up (current folder) against the same plan's in the baseline folder, for the
     plans whose runs are comparable (same software); nothing when neither folder timed its plans in blocks."""
+    if not any(r.blocks for folder in (baseline, current) for r in folder.results if r.status == "ok"):
+        return []  # no run timed in blocks: no paired speed-up to check (and no bootstrap to spend on it)
     base_gains, cur_gains = speedups(baseline.results), speedups(current.results)
     paired_somewhere = any(g is not None and g.basis == "blocks" for gains in (base_gains, cur_gains)
                            for per in gains.values() for g in per.values())

@@ -37,6 +37,13 @@ from typing import Any
 ARM_BOUND_HARNESS = ("perfbench.measure.run_steps",)
 
 
+# variables torch sets for itself, not settings: inductor puts a pointer into _TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR
+# whenever it loads a compiled C++ kernel (torch/_inductor/codecache.py), so the arm that loads one first would
+# look like an arm that changed the environment, and every scenario with compiled CPU kernels fell back to two
+# processes
+TORCH_PRIVATE_ENV = ("_TORCHINDUCTOR_",)
+
+
 def _ours(name: str) -> bool:
     return name == "model" or name.startswith("model.") or name.startswith("perfbench.")
 
@@ -133,7 +140,7 @@ class ProcessState:
         values.update({f"torch._dynamo.config.{k}": v for k, v in _config_items(torch._dynamo.config).items()})
         values.update({f"torch._inductor.config.{k}": v
                        for k, v in _config_items(torch._inductor.config).items()})
-        values.update({f"env.{k}": v for k, v in os.environ.items()})
+        values.update({f"env.{k}": v for k, v in os.environ.items() if not k.startswith(TORCH_PRIVATE_ENV)})
         return cls(values)
 
     def differences(self, other: ProcessState) -> list[str]:

@@ -83,7 +83,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             assert result.exit_code == 0, result.output[-4000:]
         saved = CliRunner().invoke(main, ["baseline", "save", str(paths["spaced"]), str(paths["baseline"])])
         assert saved.exit_code == 0, saved.output
-        ab = CliRunner().invoke(main, ["ab", "HEAD", "HEAD", "--scenario", str(scenario), "--max-time", "30",
+        ab = CliRunner().invoke(main, ["ab", "HEAD", "HEAD", "--scenario", str(scenario), "--max-time", "15",
                                        "--no-report", "--out", str(paths["ab"])])
         assert ab.exit_code in (0, 3), ab.output[-4000:]
         env = {**os.environ, "PYTHONPATH": str(PROJECT_DIR.absolute()), "OMP_NUM_THREADS": "1"}
