@@ -31,6 +31,7 @@ from model.ops.rope import rope_inv_freq, rotary_cos_sin
 from model.optimizations import Plan, resolve_plan
 from model.parallel import LocalSizes, ProcessGroups, build_process_groups, init_distributed, rank_device
 from model.parallel_config import ParallelConfig
+from model.routing_log import RoutingLog
 from model.tracing import Scopes
 
 log = logging.getLogger(__name__)
@@ -65,12 +66,13 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         self.ops: OpSet = build_ops(plan)
         self.scopes = Scopes()
         self.expert_counts = ExpertCounts(config.num_experts)  # routing counts, off unless a harness records
+        self.routing_log = RoutingLog()  # each token's experts and margin, off unless a harness records
         h = config.hidden_size
         self.embed_tokens = VocabParallelEmbedding(self.sizes.embed_vocab, h, dtype, device,
                                                    self.sizes.embed_vocab_start, self.groups.embed_tp)
         self.layers = nn.ModuleList(
             Qwen3_5MoeDecoderLayer(config, i, self.ops, self.scopes, dtype, device, self.groups,
-                                   self.expert_counts)
+                                   self.expert_counts, self.routing_log)
             for i in range(config.num_hidden_layers))
         self.norm = Qwen3_5MoeRMSNorm(h, config.rms_norm_eps, self.ops.rms_norm, self.ops.add_rms_norm, dtype,
                                       device)

@@ -20,13 +20,14 @@ from model.layers.norm import Qwen3_5MoeRMSNorm
 from model.layers.step import Step
 from model.ops import OpSet
 from model.parallel import LocalSizes, ProcessGroups
+from model.routing_log import RoutingLog
 from model.tracing import Scopes
 
 
 class Qwen3_5MoeDecoderLayer(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, layer_idx: int, ops: OpSet, scopes: Scopes,
                  dtype: torch.dtype, device: torch.device | str, groups: ProcessGroups | None = None,
-                 expert_counts: ExpertCounts | None = None) -> None:
+                 expert_counts: ExpertCounts | None = None, routing_log: RoutingLog | None = None) -> None:
         super().__init__()
         groups = groups or ProcessGroups()
         sizes = LocalSizes.of(config, groups.layout)
@@ -46,7 +47,8 @@ class Qwen3_5MoeDecoderLayer(nn.Module):
             self.mixer = Qwen3_5MoeGatedDeltaNet(config, layer_idx, ops, dtype, device, sizes.linear_k_heads,
                                                  sizes.linear_v_heads, groups.attn_tp)
             self.mixer_name, self.mixer_module = "linear_attn", "gdn"
-        self.mlp = Qwen3_5MoeSparseMoeBlock(config, ops, dtype, device, groups, layer_idx, expert_counts)
+        self.mlp = Qwen3_5MoeSparseMoeBlock(config, ops, dtype, device, groups, layer_idx, expert_counts,
+                                            routing_log)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor | None,
                 step: Step) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,6 +24,7 @@ from model.layers.linear import Slot, linear_weight
 from model.layers.step import Step
 from model.ops import OpSet, comm
 from model.parallel import LocalSizes, ProcessGroups, token_block
+from model.routing_log import RoutingLog
 
 
 class Qwen3_5MoeSharedExpert(nn.Module):
@@ -82,14 +83,15 @@ class Qwen3_5MoeExperts(nn.Module):
 class Qwen3_5MoeSparseMoeBlock(nn.Module):
     def __init__(self, config: Qwen3_5MoeTextConfig, ops: OpSet, dtype: torch.dtype,
                  device: torch.device | str, groups: ProcessGroups | None = None, layer_idx: int = 0,
-                 expert_counts: ExpertCounts | None = None) -> None:
-        """`expert_counts`: the model's routing-count recorder (off unless a harness turns it on)."""
+                 expert_counts: ExpertCounts | None = None, routing_log: RoutingLog | None = None) -> None:
+        """`expert_counts`, `routing_log`: the model's routing recorders (off unless a harness turns them on)."""
         super().__init__()
         groups = groups or ProcessGroups()
         sizes = LocalSizes.of(config, groups.layout)
         self.ops = ops
         self.layer_idx = layer_idx
         self.expert_counts = expert_counts or ExpertCounts(config.num_experts)
+        self.routing_log = routing_log or RoutingLog()
         self.top_k = config.num_experts_per_tok
         self.num_experts = config.num_experts
         self.moe_tp_group = groups.moe_tp
@@ -119,6 +121,7 @@ class Qwen3_5MoeSparseMoeBlock(nn.Module):
         router_logits, shared_gate = self.gates(x)
         weights, ids = self.ops.route(router_logits, self.top_k)
         self.expert_counts.record(self.layer_idx, step.prefill, ids)
+        self.routing_log.record(self.layer_idx, step.prefill, router_logits, self.top_k)
         experts = self.ops.experts_prefill if step.prefill else self.ops.experts_decode
         routed = experts(x, ids, weights, list(self.experts.gate_up), self.experts.down)
         if self.moe_tp_group is not None:

@@ -10,7 +10,8 @@ perfbench/measure/blocks.py):
 2. Timing: `time_iterations` until the stopping rule says enough (perfbench/measure/stopping.py), one iteration
    (perfbench/measure/iteration.py) at a time with the host probe before each; or blocks. One sample per iteration
    is the statistical unit (TTFT; TPOT = the mean of that iteration's decode steps; every step kept apart).
-   `record_timings` writes samples, summary, stability verdicts (perfbench/analysis/stability.py) and numerics.
+   `record_timings` writes samples, summary, stability verdicts (perfbench/analysis/stability.py) and numerics
+   (one untimed iteration with its routing logged, against the reference: `numerics_against_reference`).
 3. `finish_run`: the MoE routing counts of one untimed iteration (round 1 only; perfbench/analysis/expert_load.py)
    and the profiled iteration (perfbench/measure/profiled.py).
 """
@@ -36,6 +37,7 @@ from model.backend import (
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
+from model.routing_log import RoutedCall
 from perfbench.analysis import stability, stats
 from perfbench.analysis.expert_load import load_record
 from perfbench.analysis.tail import decode_step_summary
@@ -47,6 +49,7 @@ from perfbench.measure.iteration import Iteration, Workload, make_workload, run_
 from perfbench.measure.memory_split import memory_split
 from perfbench.measure.numerics import logit_agreement
 from perfbench.measure.profiled import profile_iteration
+from perfbench.measure.routing_flips import near_tie_margin, rounding_flips, routing_from_tensors, routing_to_tensors
 from perfbench.measure.stopping import StoppingRule
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.results.timestamps import utc_timestamp
@@ -72,32 +75,54 @@ def reference_key(spec: RunSpec) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> torch.Tensor:
-    """The all-off model's logits for this workload, computed once per sweep (kept as safetensors beside the
-    runs, so later runs of the same shape load them instead of decoding the slow unfused model again)."""
+@dataclass(frozen=True)
+class Reference:
+    """The all-off model's logits for a workload [B, steps, V] and its routing log (model/routing_log.py)."""
+
+    logits: torch.Tensor
+    routing: list[RoutedCall]
+
+
+def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> Reference:
+    """The all-off model's logits and routing for this workload, computed once per sweep (kept as safetensors
+    beside the runs, so later runs of the same shape load them instead of decoding the slow unfused model again)."""
     from safetensors.torch import load_file, save_file  # noqa: PLC0415
 
     path = cache_dir / f"{reference_key(spec)}.safetensors" if cache_dir is not None else None
     if path is not None and path.is_file():
-        return load_file(str(path))["logits"]
-    logits = _decode_reference(spec, caps, workload)
+        tensors = load_file(str(path))
+        return Reference(tensors["logits"], routing_from_tensors(tensors))
+    reference = _decode_reference(spec, caps, workload)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # runs in parallel (ray executor) may race here
-        save_file({"logits": logits.contiguous()}, str(tmp))
+        save_file({"logits": reference.logits.contiguous(), **routing_to_tensors(reference.routing)}, str(tmp))
         tmp.replace(path)
-    return logits
+    return reference
 
 
-def _decode_reference(spec: RunSpec, caps: Capabilities, workload: Workload) -> torch.Tensor:
+def _decode_reference(spec: RunSpec, caps: Capabilities, workload: Workload) -> Reference:
     model = build_model(spec, caps, "none")
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
-    it = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=True)
-    logits = it.logits
+    with model.routing_log.recording() as log:
+        it = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=True)
+    reference = Reference(it.logits, log.calls)  # type: ignore[arg-type]
     del model, cache
     gc.collect()
-    return logits  # type: ignore[return-value]
+    return reference
+
+
+def numerics_against_reference(run: PreparedRun) -> dict[str, object]:
+    """One untimed iteration with its routing logged, against the reference: logits and tokens, compared before
+    any step where rounding flipped a near-tied expert choice (perfbench/measure/routing_flips.py)."""
+    assert run.reference is not None
+    with run.model.routing_log.recording() as log:
+        it = run_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload.output_len, keep_logits=True)
+    flips = rounding_flips(run.reference.routing, log.calls, run.ids.shape[0], near_tie_margin(run.spec.dtype))
+    return {**logit_agreement(it.logits, run.reference.logits, flips.first_step),  # type: ignore[arg-type]
+            "routing_flip_step": flips.step, "routing_flip_margin": flips.margin,
+            "reference": "all toggles off, same weights, same process"}
 
 
 def stopping_rule(spec: RunSpec) -> StoppingRule:
@@ -158,14 +183,13 @@ class PreparedRun:
     ids: torch.Tensor
     seq_lens: torch.Tensor
     cache: Qwen3_5MoeCache
-    reference: torch.Tensor | None
+    reference: Reference | None
     result: RunResult  # filled in as the steps go
     started: float  # perf_counter at the start, for wall_s
 
     def iterate(self) -> Iteration:
-        """One timed iteration (logits kept when there is a reference to compare them with)."""
-        return run_iteration(self.model, self.ids, self.seq_lens, self.cache, self.workload.output_len,
-                             keep_logits=self.reference is not None)
+        """One timed iteration (the numerics come from an untimed one after timing: `numerics_against_reference`)."""
+        return run_iteration(self.model, self.ids, self.seq_lens, self.cache, self.workload.output_len)
 
 
 @dataclass
@@ -177,7 +201,6 @@ class Timings:
     tpot_ms: list[float]
     tpot_steps_ms: list[float]
     probe_ms: list[float]
-    last: Iteration | None = None
 
     @classmethod
     def empty(cls) -> Timings:
@@ -188,7 +211,6 @@ class Timings:
         if it.step_s:
             self.tpot_ms.append(sum(it.step_s) / len(it.step_s) * 1e3)
             self.tpot_steps_ms.extend(s * 1e3 for s in it.step_s)
-        self.last = it
 
     def watched(self) -> dict[str, list[float]]:
         return {"ttft_ms": self.ttft_ms, **({"tpot_ms": self.tpot_ms} if self.tpot_ms else {})}
@@ -315,10 +337,8 @@ def record_timings(run: PreparedRun, timings: Timings, stop_reason: str, host: d
     result.summary.update(host)
     verdict, per_metric = stability.run_stability(result.summary, result.samples)
     result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
-    last = timings.last
-    if run.reference is not None and last is not None and last.logits is not None:
-        result.numerics = {**logit_agreement(last.logits, run.reference),
-                           "reference": "all toggles off, same weights, same process"}
+    if run.reference is not None:
+        result.numerics = numerics_against_reference(run)
 
 
 def finish_run(run: PreparedRun) -> RunResult:

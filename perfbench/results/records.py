@@ -85,6 +85,10 @@ class Numerics(Record):
     max_abs_logit_diff: float | None = None
     tokens_match: bool | None = None
     first_mismatch_step: int | None = None
+    # the step (0 = prefill) at which rounding flipped a near-tied expert choice against the reference, and the
+    # reference's margin there: logits and tokens are compared before it only (perfbench/measure/routing_flips.py)
+    routing_flip_step: int | None = None
+    routing_flip_margin: float | None = None
     reference: str | None = None  # what the reference was
 
 

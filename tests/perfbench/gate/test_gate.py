@@ -276,6 +276,16 @@ def test_numerics_bound_per_dtype_default() -> None:
     assert report.exit_code == 0 and any(c.kind == "numerics" and c.status == "PASS" for c in report.checks)
 
 
+def test_a_prefill_routing_flip_is_named_not_failed() -> None:
+    """Rounding flipped a near-tied expert choice in prefill: nothing was comparable, and the check says why."""
+    run = make_run("r1", numerics={"max_abs_logit_diff": None, "tokens_match": None, "routing_flip_step": 0,
+                                   "routing_flip_margin": 3e-9})
+    report = evaluate(in_memory([run]), in_memory([run]), default_rules())
+    (check,) = [c for c in report.checks if c.kind == "numerics"]
+    assert check.line() == ("SKIP numerics run=r1: not compared: rounding flipped a near-tied expert choice in "
+                            "prefill (margin 3e-09)")
+
+
 def test_holm_correction_across_many_runs() -> None:
     """With many runs, a marginal p that passes alone is not enough under `correction: holm`; a clear
     slowdown still fails."""

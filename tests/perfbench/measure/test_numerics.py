@@ -37,3 +37,21 @@ def test_nan_in_a_compared_step_propagates() -> None:
     run = ref.clone()
     run[0, 0, 2] = math.nan
     assert math.isnan(logit_agreement(run, ref)["max_abs_logit_diff"])
+
+
+def test_a_row_is_compared_only_before_its_routing_flip() -> None:
+    ref = one_hot_logits([[0, 1, 2, 3], [3, 3, 1, 0]])
+    run = ref.clone()
+    run[0, 1, 0] += 0.125                                 # row 0 before its flip (step 2): counts
+    run[0, 2, 0] += 0.5                                   # row 0 at its flip: a near tie's other expert, ignored
+    run[0, 3] = one_hot_logits([[1]])[0, 0]               # ... and a token changed after it: ignored too
+    run[1, 3, 2] += 0.25                                  # row 1 has no flip: every step counts
+    out = logit_agreement(run, ref, not_after=[2, None])
+    assert out == {"max_abs_logit_diff": 0.25, "tokens_match": True, "first_mismatch_step": 3}
+
+
+def test_a_flip_in_prefill_leaves_nothing_to_compare() -> None:
+    ref = one_hot_logits([[0, 1]])
+    run = one_hot_logits([[2, 2]])
+    out = logit_agreement(run, ref, not_after=[0])
+    assert out["max_abs_logit_diff"] is None and out["tokens_match"] is None
