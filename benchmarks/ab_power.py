@@ -5,7 +5,7 @@
 
 Settings and trial counts are fixed before the study (the defaults above, `perfbench ab` at its own defaults) and
 nothing is tuned between trials. Four trial types, each a `perfbench ab PARENT HEAD` job on the tiny workload
-(the default scenario's shape, every toggle off, one run):
+(the default scenario's shape and base plan, whose six eager toggles are on; one run):
 
 - A/A: HEAD is an empty commit on top of PARENT;
 - layout-only null: HEAD adds dead code to model/ (never called), which changes code layout and nothing else
