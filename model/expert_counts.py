@@ -10,16 +10,15 @@ therefore leaves no decode counts.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import torch
 import torch.distributed as dist
+
+from model.recorder import Recorder
 
 PHASES = ("prefill", "decode")
 
 
-class ExpertCounts:
+class ExpertCounts(Recorder):
     """Shared by the MoE layers of one model; `num_experts` is E, global (ids are global under EP too)."""
 
     def __init__(self, num_experts: int) -> None:
@@ -39,17 +38,9 @@ class ExpertCounts:
         self._counts[key] = self._counts[key] + hits if key in self._counts else hits
         self._groups[layer] = group
 
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[ExpertCounts]:
-        """Counts start from zero and accumulate until the block ends; they stay readable after it."""
+    def clear(self) -> None:
         self._counts.clear()
         self._groups.clear()
-        previous = self.enabled
-        self.enabled = True
-        try:
-            yield self
-        finally:
-            self.enabled = previous
 
     def totals(self) -> dict[str, dict[int, list[int]]]:
         """{phase: {layer: [assignments of expert 0 .. E-1]}} over every token of the step, for the phases that

@@ -13,11 +13,11 @@ token split (each rank sees a block of tokens only).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+
+from model.recorder import Recorder
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class RoutedCall:
     margin: torch.Tensor
 
 
-class RoutingLog:
+class RoutingLog(Recorder):
     """Shared by the MoE layers of one model; calls are kept in the order they ran."""
 
     def __init__(self) -> None:
@@ -47,13 +47,5 @@ class RoutingLog:
         ids = top.indices[:, :top_k].sort(dim=-1).values
         self.calls.append(RoutedCall(prefill, layer, ids.cpu(), margin.cpu()))
 
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[RoutingLog]:
-        """The log starts empty and holds the calls of the block; they stay readable after it."""
+    def clear(self) -> None:
         self.calls = []
-        previous = self.enabled
-        self.enabled = True
-        try:
-            yield self
-        finally:
-            self.enabled = previous
