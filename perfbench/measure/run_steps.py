@@ -83,7 +83,7 @@ class Reference:
     routing: list[RoutedCall]
 
 
-def reference_logits(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> Reference:
+def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> Reference:
     """The all-off model's logits and routing for this workload, computed once per sweep (kept as safetensors
     beside the runs, so later runs of the same shape load them instead of decoding the slow unfused model again)."""
     from safetensors.torch import load_file, save_file  # noqa: PLC0415
@@ -252,7 +252,7 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
         vocab = load_config(spec.model, spec.num_layers).vocab_size
         # every rank must decode the reference (collectives), so only single-process runs share a cached one
         shared = run_dir.parent.parent / "reference" if spec.world_size == 1 else None
-        reference = reference_logits(spec, caps, make_workload(spec, vocab), shared)
+        reference = all_off_reference(spec, caps, make_workload(spec, vocab), shared)
     reset_peak_memory(caps.device)  # the measured model's peak, not the reference's or an earlier run's
     cache_dir = compile_cache_dir(spec, run_dir)
     # torchair's graph cache (NPU): warm when an earlier round of this combination filled its folder
