@@ -8,6 +8,7 @@ why activations are identical on every rank).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from model.ops.rope import rope_inv_freq, rotary_cos_sin
 from model.optimizations import Plan, resolve_plan
 from model.parallel import LocalSizes, ProcessGroups, build_process_groups, init_distributed, rank_device
 from model.parallel_config import ParallelConfig
+from model.replay import Capture, LayerTap, Replay
 from model.routing_log import RoutingLog
 from model.tracing import Scopes
 
@@ -155,7 +157,9 @@ class Qwen3_5MoeForCausalLM(nn.Module):
 
     def _layers(self, hidden: torch.Tensor, step: Step) -> torch.Tensor:
         residual = None
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
+            if step.tap is not None:
+                hidden, residual = step.tap.enter(i, hidden, residual)
             hidden, residual = layer(hidden, residual, step)
         with self.scopes(module="final_norm"):
             hidden, _ = self.norm.add_forward(hidden, residual)
@@ -163,14 +167,17 @@ class Qwen3_5MoeForCausalLM(nn.Module):
 
     @torch.inference_mode()
     def prefill(self, input_ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
-                all_logits: bool = False) -> torch.Tensor:
+                all_logits: bool = False, forced_ids: torch.Tensor | None = None,
+                tap: LayerTap | None = None) -> torch.Tensor:
         """input_ids [B, T] right-padded, seq_lens [B]. Returns fp32 logits of each prompt's last token [B, V]
-        (or of every position [B, T, V] with all_logits). Fills the cache; cache.kv_lens = seq_lens."""
+        (or of every position [B, T, V] with all_logits). Fills the cache; cache.kv_lens = seq_lens.
+        `forced_ids` [L, B*T, K]: expert ids to replay instead of the routers' choices; `tap`: records or replays
+        each layer's inputs and hands back its branch outputs (model/replay.py)."""
         b, t = input_ids.shape
         positions = torch.arange(t, device=input_ids.device).expand(b, t)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, self.dtype)
         step = Step(prefill=True, seq_lens=seq_lens, start=torch.zeros_like(seq_lens), cos=cos, sin=sin,
-                    cache=cache)
+                    cache=cache, forced_ids=forced_ids, tap=tap)
         with self.scopes(module="embed"):
             hidden = self.embed_tokens(input_ids)
         hidden = self._layers(hidden, step)
@@ -180,11 +187,12 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         with self.scopes(module="lm_head"):
             return self.lm_head(hidden).float()
 
-    def _decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
+    def _decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache,
+                     forced_ids: torch.Tensor | None = None, tap: LayerTap | None = None) -> torch.Tensor:
         start = cache.kv_lens
         cos, sin = rotary_cos_sin(start[:, None], self.inv_freq, self.dtype)
         step = Step(prefill=False, seq_lens=torch.ones_like(start), start=start, cos=cos, sin=sin,
-                    cache=cache)
+                    cache=cache, forced_ids=forced_ids, tap=tap)
         with self.scopes(module="embed"):
             hidden = self.embed_tokens(tokens[:, None])
         hidden = self._layers(hidden, step)
@@ -193,12 +201,31 @@ class Qwen3_5MoeForCausalLM(nn.Module):
             return self.lm_head(hidden[:, 0]).float()
 
     @torch.inference_mode()
-    def decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
+    def decode_step(self, tokens: torch.Tensor, cache: Qwen3_5MoeCache,
+                    forced_ids: torch.Tensor | None = None, tap: LayerTap | None = None) -> torch.Tensor:
         """One new token per sequence (tokens [B]); returns fp32 logits [B, V]. Compiled when graph_mode is on
-        (the first call compiles)."""
+        (the first call compiles). `forced_ids` [L, B, K] and `tap` (a replay's expert ids and layer tap,
+        model/replay.py) are graph inputs: a replayed step runs its own compiled graph, built on its first call,
+        and ordinary steps keep theirs."""
         if self._decode_graph is None:
             self._decode_graph = self.ops.compile_decode(self._decode_step, self.compile_cache_dir)
-        return self._decode_graph(tokens, cache)
+        if forced_ids is None and tap is None:
+            return self._decode_graph(tokens, cache)
+        return self._decode_graph(tokens, cache, forced_ids, tap)
+
+    def _tap(self, forward: int, capture: Capture | None, replay: Replay | None, batch: int, tokens: int
+             ) -> LayerTap | None:
+        """Forward `forward`'s layer tap: the replay's inputs when it has them, else recording buffers; appended
+        to `capture`. None when nothing is captured."""
+        if capture is None:
+            return None
+        if replay is not None and replay.layer_inputs is not None:
+            tap = replay.tap(forward, torch.empty(0, dtype=self.dtype, device=self.device))
+        else:
+            like = torch.empty(batch, tokens, self.config.hidden_size, dtype=self.dtype, device=self.device)
+            tap = LayerTap.empty(self.config.num_hidden_layers, like)
+        capture.taps.append(tap)
+        return tap
 
     def reset_graph(self) -> None:
         """Forget the compiled decode step (the next call compiles again, e.g. to time a warm-cache
@@ -240,22 +267,33 @@ class Qwen3_5MoeForCausalLM(nn.Module):
 
     def generate_padded(self, ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
                         max_new_tokens: int, run_step: StepRunner | None = None,
-                        keep_logits: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                        keep_logits: bool = True, replay: Replay | None = None, capture: Capture | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The generation loop on padded prompts and a (reset) cache: prefill, then max_new_tokens - 1 greedy
         decode steps. Each forward goes through `run_step(phase, step, forward)` (default: just call it), the
         hook a harness uses to time steps. Returns tokens [B, max_new_tokens] and, with `keep_logits`, the
-        logits that chose them [B, max_new_tokens, V]."""
+        logits that chose them [B, max_new_tokens, V].
+
+        With `replay` (model/replay.py) every decode step is fed the replay's token instead of the
+        model's own choice, every MoE layer uses the replay's experts and, when the replay has them, every layer is
+        fed the replay's inputs; the returned tokens are still the model's own argmax at each step. With `capture`
+        each forward's layer tap (inputs and branch outputs) is appended to it."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         run = run_step or _call_forward
         cache.reset()
         with self.scopes.step(phase="prefill"):
-            logits = run("prefill", 0, lambda: self.prefill(ids, seq_lens, cache))
+            tap = self._tap(0, capture, replay, ids.shape[0], ids.shape[1])
+            logits = run("prefill", 0, lambda: self.prefill(
+                ids, seq_lens, cache, forced_ids=None if replay is None else replay.prefill_ids, tap=tap))
         tokens = [logits.argmax(-1)]
         kept = [logits] if keep_logits else []
         for i in range(max_new_tokens - 1):
+            fed = tokens[-1] if replay is None else replay.tokens[:, i]
+            forced = None if replay is None else replay.decode_ids[i]
+            tap = self._tap(i + 1, capture, replay, ids.shape[0], 1)
             with self.scopes.step(phase="decode", step=i):
-                logits = run("decode", i, lambda: self.decode_step(tokens[-1], cache))
+                logits = run("decode", i, functools.partial(self.decode_step, fed, cache, forced, tap))
             tokens.append(logits.argmax(-1))
             if keep_logits:
                 kept.append(logits)

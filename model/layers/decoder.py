@@ -20,6 +20,7 @@ from model.layers.norm import Qwen3_5MoeRMSNorm
 from model.layers.step import Step
 from model.ops import OpSet
 from model.parallel import LocalSizes, ProcessGroups
+from model.replay import MIXER, MOE
 from model.routing_log import RoutingLog
 from model.tracing import Scopes
 
@@ -62,10 +63,14 @@ class Qwen3_5MoeDecoderLayer(nn.Module):
                 hidden, residual = self.input_layernorm.add_forward(hidden, residual)
         with scope(**where, module=self.mixer_module):
             hidden = self.mixer(hidden, step)
+        if step.tap is not None:
+            step.tap.branch(self.layer_idx, MIXER, hidden)
         with scope(**where, module="norm"):
             hidden, residual = self.post_attention_layernorm.add_forward(hidden, residual)
         with scope(**where, module="moe"):
             hidden = self.mlp(hidden, step)
+        if step.tap is not None:
+            step.tap.branch(self.layer_idx, MOE, hidden)
         return hidden, residual
 
     def slots(self, prefix: str) -> dict[str, Slot]:

@@ -23,6 +23,7 @@ from model.expert_counts import ExpertCounts
 from model.layers.linear import Slot, linear_weight
 from model.layers.step import Step
 from model.ops import OpSet, comm
+from model.ops import moe as moe_ops
 from model.parallel import LocalSizes, ProcessGroups, token_block
 from model.routing_log import RoutingLog
 
@@ -121,7 +122,9 @@ class Qwen3_5MoeSparseMoeBlock(nn.Module):
         router_logits, shared_gate = self.gates(x)
         weights, ids = self.ops.route(router_logits, self.top_k)
         self.expert_counts.record(self.layer_idx, step.prefill, ids)
-        self.routing_log.record(self.layer_idx, step.prefill, router_logits, self.top_k)
+        self.routing_log.record(self.layer_idx, step.prefill, router_logits, ids)
+        if step.forced_ids is not None:
+            weights, ids = moe_ops.route_replayed(router_logits, weights, ids, step.forced_ids[self.layer_idx])
         experts = self.ops.experts_prefill if step.prefill else self.ops.experts_decode
         routed = experts(x, ids, weights, list(self.experts.gate_up), self.experts.down)
         if self.moe_tp_group is not None:
@@ -146,6 +149,11 @@ class Qwen3_5MoeSparseMoeBlock(nn.Module):
             weights = router_logits.new_empty(0, self.top_k)
             ids = torch.empty(0, self.top_k, dtype=torch.long, device=x.device)
         self.expert_counts.record(self.layer_idx, step.prefill, ids, ep.group)
+        self.routing_log.record(self.layer_idx, step.prefill, router_logits, ids,
+                                lambda rows: comm.gather_tokens(rows, x.shape[0], per_rank, ep))
+        if step.forced_ids is not None and local.shape[0]:
+            weights, ids = moe_ops.route_replayed(router_logits, weights, ids,
+                                                  step.forced_ids[self.layer_idx, start:stop])
         exchange = self.ops.moe_ep_prefill if step.prefill else self.ops.moe_ep_decode
         experts = self.ops.experts_prefill if step.prefill else self.ops.experts_decode
         routed = exchange(local, ids, weights, list(self.experts.gate_up), self.experts.down, experts, ep,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from model.cache import Qwen3_5MoeCache
+from model.replay import LayerTap
 
 
 @dataclass
@@ -23,3 +24,8 @@ class Step:
     cos: torch.Tensor
     sin: torch.Tensor
     cache: Qwen3_5MoeCache
+    # [L, N, K]: every MoE layer's expert ids for this step's N tokens, replayed from a reference instead of the
+    # layer's own choice (model/replay.py); None in every ordinary forward
+    forced_ids: torch.Tensor | None = None
+    # records or replays every layer's inputs and hands back its branch outputs (model/replay.py); None normally
+    tap: LayerTap | None = None

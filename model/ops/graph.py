@@ -50,12 +50,12 @@ def compile_cuda(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
     marked: list[weakref.ref[Qwen3_5MoeCache]] = []
 
     @functools.wraps(fn)
-    def step(tokens: torch.Tensor, cache: Qwen3_5MoeCache) -> torch.Tensor:
+    def step(tokens: torch.Tensor, cache: Qwen3_5MoeCache, *inputs: torch.Tensor) -> torch.Tensor:
         if not marked or marked[0]() is not cache:
             for t in cache.tensors():
                 torch._dynamo.mark_static_address(t)
             marked[:] = [weakref.ref(cache)]
-        return compiled(tokens, cache)
+        return compiled(tokens, cache, *inputs)
 
     return step
 

@@ -45,6 +45,20 @@ def route_ref(router_logits: Tensor, top_k: int) -> tuple[Tensor, Tensor]:
     return weights.to(router_logits.dtype), ids
 
 
+def route_replayed(router_logits: Tensor, weights: Tensor, ids: Tensor, forced_ids: Tensor) -> tuple[Tensor, Tensor]:
+    """A route op's result with the experts of `forced_ids` [N, K] (a reference's, model/replay.py).
+
+    Where the op chose the same set of experts as the reference, its own ids and weights stand, so a fused route
+    op is still checked; elsewhere the forced experts get the Qwen3.5 weights (softmax in fp32, renormalised over
+    the k chosen) from this run's own router logits. No data-dependent branch: it traces into a compiled graph.
+    """
+    forced_ids = forced_ids.to(ids.dtype)
+    same = (ids.sort(dim=-1).values == forced_ids.sort(dim=-1).values).all(dim=-1, keepdim=True)
+    probs = torch.softmax(router_logits.float(), dim=-1).gather(-1, forced_ids)
+    forced_weights = (probs / probs.sum(dim=-1, keepdim=True)).to(weights.dtype)
+    return torch.where(same, weights, forced_weights), torch.where(same, ids, forced_ids)
+
+
 def moe_gating_top_k_softmax_ref(x: Tensor, finished: Tensor | None = None, k: int = 1) -> tuple[Tensor, ...]:
     """torch_npu.npu_moe_gating_top_k_softmax semantics (npu_ops.md 2.10): softmax, top-k, no renormalisation.
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from perfbench.results import LOGIT_TOLERANCE, Failure, RunResult
+from perfbench.results import REL_ERROR_TOLERANCE, Failure, RunResult
 
 STARTUP, BENCHMARK = "startup", "benchmark"
 _STAGE_ATTR = "perfbench_stage"
@@ -94,18 +94,28 @@ def of_lost_process(why: str, log_tail: str, timed_out: bool) -> Failure:
 
 
 def of_measured(result: RunResult) -> Failure:
-    """An ok run's failure of its question, if any: numerics outside tolerance, else a requested toggle
-    that never took effect; empty when it measured what it was asked."""
-    numerics, dtype = result.numerics, result.spec.dtype
-    bound = LOGIT_TOLERANCE.get(dtype)
-    diff = numerics.max_abs_logit_diff
-    if numerics.tokens_match is False or (diff is not None and bound is not None and not diff <= bound):
-        detail = f"max |logit diff| {diff:.3g}" if diff is not None else "no logit diff"
-        tokens = "greedy tokens differ" if numerics.tokens_match is False else "greedy tokens match"
-        limit = f" (tolerance {bound:g} for {dtype})" if bound is not None else ""
-        return Failure(kind="numerics_fail", reason=f"{detail}{limit}, {tokens}")
+    """An ok run's failure of its question, if any: numerics outside tolerance or not compared although asked
+    for, else a requested toggle that never took effect; empty when it measured what it was asked."""
+    numerics_failed = numerics_failure(result)
+    if numerics_failed:
+        return Failure(kind="numerics_fail", reason=numerics_failed)
     refused = [d for t, d in result.plan.decisions.items() if d.requested and d.state == "inactive"]
     if refused:
         return Failure(kind="plan_refused", reason="; ".join(f"{d.name} requested, inactive: {d.reason}"
                                                               for d in refused))
     return Failure()
+
+
+def numerics_failure(result: RunResult) -> str:
+    """Why a run's numerics fail (empty when they pass or the check was turned off): a relative error past the
+    dtype's tolerance (REL_ERROR_TOLERANCE), naming where, or no comparison although the run asked for one."""
+    numerics, dtype = result.numerics, result.spec.dtype
+    if not result.spec.numerics_check:
+        return ""
+    error = numerics.max_rel_error
+    if error is None:
+        return f"numerics not compared: {numerics.not_compared or 'nothing was recorded'}"
+    bound = REL_ERROR_TOLERANCE.get(dtype)
+    if bound is not None and not error <= bound:
+        return f"relative error {error:.3g} > {bound:g} ({dtype}) at {numerics.where}"
+    return ""

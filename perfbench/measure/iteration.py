@@ -11,6 +11,7 @@ import torch
 from model.backend import timed
 from model.cache import Qwen3_5MoeCache
 from model.modeling import Qwen3_5MoeForCausalLM
+from model.replay import Capture, Replay
 from perfbench.results import RunSpec
 
 
@@ -49,9 +50,11 @@ class Iteration:
 
 
 def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
-                  cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False) -> Iteration:
+                  cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False,
+                  replay: Replay | None = None, capture: Capture | None = None) -> Iteration:
     """One prefill + (output_len - 1) decode steps of the model's own generation loop, each forward timed with
-    device synchronization (the loop's step hook)."""
+    device synchronization (the loop's step hook); `replay`: a reference's tokens and routing to replay
+    (model/replay.py), for the numerics check; `capture`: filled with each forward's layer tap."""
     device = model.device.type
     seconds: dict[str, list[float]] = {"prefill": [], "decode": []}
 
@@ -61,7 +64,8 @@ def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: tor
         return logits
 
     tokens, logits = model.generate_padded(ids, seq_lens, cache, output_len, run_step=timed_step,
-                                           keep_logits=keep_logits)
+                                           keep_logits=keep_logits, replay=replay,
+                                           capture=capture)
     if tokens.shape[1] != output_len:
         raise RuntimeError(f"generated {tokens.shape[1]} tokens per prompt, expected {output_len}")
     return Iteration(seconds["prefill"][0], seconds["decode"], tokens, logits)

@@ -1,9 +1,9 @@
-"""Where rounding flipped a near-tied expert choice: a run's routing against the reference's (model/routing_log.py).
+"""Where a run's own expert choices differ from the reference's: information beside the numerics, never a reason
+not to compare (the comparison replays the reference's choices: model/replay.py).
 
-A toggle that only rounds differently can still change which experts a token gets, when the reference's k-th and
-(k+1)-th router probabilities were nearly tied; from that step on the two runs compute different (equally right)
-things and their logits no longer answer the numerics question. A flip where the reference's margin was wide is
-not rounding: it is left for the logit comparison to catch.
+Rounding flips near-tied choices (exact ties are common in bf16 with hundreds of experts), so a few flips at
+margins near zero are expected; flips at wide margins point at a router or a layer before it computing something
+else. A compiled decode step logs nothing, so a graph_mode run's decode calls are not counted.
 """
 
 from __future__ import annotations
@@ -13,67 +13,43 @@ from dataclasses import dataclass
 import torch
 
 from model.routing_log import RoutedCall
-from perfbench.results.records import LOGIT_TOLERANCE
-
-# A margin below this share of the dtype's logit tolerance counts as a near tie: fp32 rounding moves router
-# probabilities by ~1e-7 (a flip at a margin of 2e-8 was seen), so 1e-5 leaves a wide berth and still excuses
-# nothing a wrong kernel does to a margin of ordinary size (1e-3 and up on the tiny preset).
-NEAR_TIE_SHARE = 1e-2
-
-
-def near_tie_margin(dtype: str) -> float:
-    return LOGIT_TOLERANCE.get(dtype, LOGIT_TOLERANCE["float32"]) * NEAR_TIE_SHARE
 
 
 @dataclass(frozen=True)
 class RoutingFlips:
-    """Per batch row, the first step (0 = prefill, i = decode step i) at which a near-tied choice flipped, or None;
-    with the reference's margin at the earliest such flip."""
+    """How many (token, layer) choices differ, the first step (0 = prefill, i = decode step i) where one did, the
+    widest reference margin among them, and how many calls both logs had."""
 
-    first_step: list[int | None]
-    margin: float | None
-
-    @property
-    def step(self) -> int | None:
-        steps = [s for s in self.first_step if s is not None]
-        return min(steps) if steps else None
+    flips: int
+    first_step: int | None
+    widest_margin: float | None
+    calls_compared: int
 
 
-def _step_and_rows(call: RoutedCall, index_in_phase: int, layers: int, batch: int) -> tuple[int, torch.Tensor]:
-    """The step of a call and the batch row of each of its tokens (prefill: B x T tokens row-major)."""
-    tokens = call.ids.shape[0]
-    if call.prefill:
-        return 0, torch.arange(tokens) // max(tokens // batch, 1)
-    return 1 + index_in_phase // max(layers, 1), torch.arange(tokens)
-
-
-def rounding_flips(reference: list[RoutedCall], run: list[RoutedCall], batch: int, near_tie: float) -> RoutingFlips:
-    """Compare the calls of the two logs in order within each phase (a compiled decode step logs nothing, so a
-    phase may be shorter in the run); the first differing choice of a row counts when its reference margin is
-    below `near_tie`."""
-    first: list[int | None] = [None] * batch
-    decided = [False] * batch  # a row's first difference was found (a near tie or not)
-    margin_at: dict[int, float] = {}
-    layers = sum(c.prefill for c in reference)
+def rounding_flips(reference: list[RoutedCall], run: list[RoutedCall]) -> RoutingFlips:
+    """Compare the calls of the two logs in order within each phase (the run's phase may be shorter: a compiled
+    decode step logs nothing)."""
+    flips, compared, first, widest = 0, 0, None, None
+    layers = max(sum(c.prefill for c in reference), 1)
     for prefill in (True, False):
         ref_calls = [c for c in reference if c.prefill == prefill]
         run_calls = [c for c in run if c.prefill == prefill]
         for i, (ref, got) in enumerate(zip(ref_calls, run_calls)):
             if ref.layer != got.layer or ref.ids.shape != got.ids.shape:
-                return RoutingFlips([None] * batch, None)  # not the same computation: excuse nothing
-            step, rows = _step_and_rows(ref, i, layers, batch)
-            differs = (ref.ids != got.ids).any(dim=-1)
-            for row in rows[differs].unique().tolist():
-                if decided[row]:
-                    continue
-                decided[row] = True
-                margin = float(ref.margin[differs & (rows == row)].min())
-                if margin < near_tie:
-                    first[row] = step
-                    margin_at[row] = margin
-    rows_flipped = [r for r, s in enumerate(first) if s is not None]
-    earliest = min(rows_flipped, key=lambda r: first[r]) if rows_flipped else None  # type: ignore[arg-type,return-value]
-    return RoutingFlips(first, margin_at[earliest] if earliest is not None else None)
+                raise ValueError(f"routing logs differ in shape at {'prefill' if prefill else 'decode'} call {i}: "
+                                 f"layer {ref.layer} {tuple(ref.ids.shape)} vs layer {got.layer} "
+                                 f"{tuple(got.ids.shape)}")
+            compared += 1
+            differs = (ref.chosen_sets() != got.chosen_sets()).any(dim=-1)
+            count = int(differs.sum())
+            if not count:
+                continue
+            flips += count
+            step = 0 if prefill else 1 + i // layers
+            first = step if first is None else min(first, step)
+            margin = float(ref.margin[differs].max())
+            widest = margin if widest is None else max(widest, margin)
+    return RoutingFlips(flips, first, widest, compared)
 
 
 def routing_to_tensors(calls: list[RoutedCall]) -> dict[str, torch.Tensor]:

@@ -37,6 +37,7 @@ from model.backend import (
 from model.cache import Qwen3_5MoeCache
 from model.config import load_config
 from model.modeling import Qwen3_5MoeForCausalLM
+from model.replay import Capture, LayerTap, Replay
 from model.routing_log import RoutedCall
 from perfbench.analysis import stability, stats
 from perfbench.analysis.expert_load import load_record
@@ -47,11 +48,11 @@ from perfbench.measure.compile_cache import compile_cache_root
 from perfbench.measure.host_probe import HostProbe, speed_change
 from perfbench.measure.iteration import Iteration, Workload, make_workload, run_iteration
 from perfbench.measure.memory_split import memory_split
-from perfbench.measure.numerics import logit_agreement
+from perfbench.measure.numerics import compare_replayed
 from perfbench.measure.profiled import profile_iteration
-from perfbench.measure.routing_flips import near_tie_margin, rounding_flips, routing_from_tensors, routing_to_tensors
+from perfbench.measure.routing_flips import rounding_flips, routing_from_tensors, routing_to_tensors
 from perfbench.measure.stopping import StoppingRule
-from perfbench.results import RunPlan, RunResult, RunSpec
+from perfbench.results import Numerics, RunPlan, RunResult, RunSpec
 from perfbench.results.timestamps import utc_timestamp
 
 if TYPE_CHECKING:
@@ -77,26 +78,34 @@ def reference_key(spec: RunSpec) -> str:
 
 @dataclass(frozen=True)
 class Reference:
-    """The all-off model's logits for a workload [B, steps, V] and its routing log (model/routing_log.py)."""
+    """The all-off model's logits for a workload [B, steps, V], its routing log (model/routing_log.py) and each
+    forward's layer tap (every layer's inputs and branch outputs, model/replay.py): what a run replays."""
 
     logits: torch.Tensor
     routing: list[RoutedCall]
+    taps: list[LayerTap]
 
 
 def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> Reference:
-    """The all-off model's logits and routing for this workload, computed once per sweep (kept as safetensors
-    beside the runs, so later runs of the same shape load them instead of decoding the slow unfused model again)."""
+    """The all-off model's logits, routing and layer taps for this workload, computed once per sweep (kept as
+    safetensors beside the runs, so later runs of the same shape load them instead of decoding the slow unfused
+    model again)."""
     from safetensors.torch import load_file, save_file  # noqa: PLC0415
 
     path = cache_dir / f"{reference_key(spec)}.safetensors" if cache_dir is not None else None
     if path is not None and path.is_file():
         tensors = load_file(str(path))
-        return Reference(tensors["logits"], routing_from_tensors(tensors))
+        taps = [LayerTap(tensors[f"tap.{i}.inputs"], tensors[f"tap.{i}.outputs"], force=False)
+                for i in range(int(tensors["tap.count"]))] if "tap.count" in tensors else []
+        return Reference(tensors["logits"], routing_from_tensors(tensors), taps)
     reference = _decode_reference(spec, caps, workload)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # runs in parallel (ray executor) may race here
-        save_file({"logits": reference.logits.contiguous(), **routing_to_tensors(reference.routing)}, str(tmp))
+        taps = {f"tap.{i}.{part}": getattr(t, part).contiguous() for i, t in enumerate(reference.taps)
+                for part in ("inputs", "outputs")}
+        save_file({"logits": reference.logits.contiguous(), **routing_to_tensors(reference.routing), **taps,
+                   "tap.count": torch.tensor(len(reference.taps))}, str(tmp))
         tmp.replace(path)
     return reference
 
@@ -105,24 +114,50 @@ def _decode_reference(spec: RunSpec, caps: Capabilities, workload: Workload) -> 
     model = build_model(spec, caps, "none")
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
+    capture = Capture()
     with model.routing_log.recording() as log:
-        it = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=True)
-    reference = Reference(it.logits, log.calls)  # type: ignore[arg-type]
+        it = run_iteration(model, ids, seq_lens, cache, workload.output_len, keep_logits=True, capture=capture)
+    assert it.logits is not None
+    reference = Reference(it.logits, log.calls, [LayerTap(t.inputs.cpu(), t.outputs.cpu(), force=False)
+                                                 for t in capture.taps])
     del model, cache
     gc.collect()
     return reference
 
 
-def numerics_against_reference(run: PreparedRun) -> dict[str, object]:
-    """One untimed iteration with its routing logged, against the reference: logits and tokens, compared before
-    any step where rounding flipped a near-tied expert choice (perfbench/measure/routing_flips.py)."""
+def numerics_against_reference(run: PreparedRun) -> Numerics:
+    """One untimed iteration that replays the reference's greedy tokens, expert choices and layer inputs, its
+    layer outputs and logits compared with the reference's at every layer, row and step
+    (perfbench/measure/numerics.py); the run's own routing, logged in the same iteration, is compared with the
+    reference's as information. A reference that cannot be replayed gives numerics that say why (`not_compared`),
+    which the gate fails."""
     assert run.reference is not None
+    reference = run.reference
+    described = ("all toggles off, same weights, same process; the run replays its greedy tokens, expert choices "
+                 "and layer inputs")
+    try:
+        if not reference.taps:
+            raise ValueError("it recorded no layer inputs (a reference file from an older perfbench)")
+        replay = Replay.of(reference.logits.argmax(-1), reference.routing, run.model.config.num_hidden_layers,
+                           run.model.device, layer_inputs=[t.inputs for t in reference.taps])
+    except ValueError as err:
+        return Numerics(not_compared=f"the reference cannot be replayed: {err}", reference=described)
+    capture = Capture()
     with run.model.routing_log.recording() as log:
-        it = run_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload.output_len, keep_logits=True)
-    flips = rounding_flips(run.reference.routing, log.calls, run.ids.shape[0], near_tie_margin(run.spec.dtype))
-    return {**logit_agreement(it.logits, run.reference.logits, flips.first_step),  # type: ignore[arg-type]
-            "routing_flip_step": flips.step, "routing_flip_margin": flips.margin,
-            "reference": "all toggles off, same weights, same process"}
+        it = run_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload.output_len, keep_logits=True,
+                           replay=replay, capture=capture)
+    assert it.logits is not None
+    agreement = compare_replayed([t.outputs for t in capture.taps], [t.outputs for t in reference.taps],
+                                 it.logits, reference.logits, run.seq_lens)
+    flips = rounding_flips(reference.routing, log.calls)
+    return Numerics(max_rel_error=agreement.max_rel_error, worst_phase=agreement.phase,
+                    worst_layer=agreement.layer, worst_branch=agreement.branch,
+                    max_rel_logit_error=agreement.max_rel_logit_error,
+                    max_abs_logit_diff=agreement.max_abs_logit_diff, top1_agreement=agreement.top1_agreement,
+                    tokens_match=agreement.first_mismatch_step is None,
+                    first_mismatch_step=agreement.first_mismatch_step, compared=agreement.compared,
+                    routing_flips=flips.flips, routing_flip_step=flips.first_step,
+                    routing_flip_margin=flips.widest_margin, reference=described)
 
 
 def stopping_rule(spec: RunSpec) -> StoppingRule:

@@ -33,7 +33,7 @@ from perfbench.results.files import (
 )
 from perfbench.results.records import (
     FAILURE_KINDS,
-    LOGIT_TOLERANCE,
+    REL_ERROR_TOLERANCE,
     SUMMARY_KEYS,
     BlockPlacement,
     Environment,
@@ -48,7 +48,7 @@ from perfbench.results.run_record import CSV_COLUMNS, STATUSES, RunPlan, RunResu
 from perfbench.results.versions import SCHEMA_VERSION, migrate
 
 __all__ = [
-    "CSV_COLUMNS", "FAILURE_KINDS", "LOGIT_TOLERANCE", "SCHEMA_VERSION", "STATUSES", "SUMMARY_KEYS",
+    "CSV_COLUMNS", "FAILURE_KINDS", "REL_ERROR_TOLERANCE", "SCHEMA_VERSION", "STATUSES", "SUMMARY_KEYS",
     "BlockPlacement", "Environment", "ExpertLoad", "Failure", "LayerLoad", "Numerics", "ResultFolder", "RunPlan",
     "RunResult", "RunSpec", "Stability", "Summary", "TraceRecord", "WorkloadShape", "atomic_write_json",
     "atomic_write_text", "layer_loads", "load_folder", "load_results", "migrate", "worst_imbalance",

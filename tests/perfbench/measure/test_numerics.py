@@ -1,57 +1,55 @@
-"""The numerics check: logits compared only while the run and the reference decode the same tokens."""
+"""The numerics comparison: every row and step of a replayed run against the reference, by the relative error of
+the centred logits (an independent expectation for each case is computed by hand in the test)."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from perfbench.measure.numerics import logit_agreement
+from perfbench.measure.numerics import logit_agreement, relative_logit_error
 
 
-def one_hot_logits(tokens: list[list[int]], vocab: int = 4) -> torch.Tensor:
-    """[B, steps, vocab] logits whose greedy token per step is `tokens[b][s]` (value 1 there, 0 elsewhere)."""
-    return torch.nn.functional.one_hot(torch.tensor(tokens), vocab).float()
+def test_relative_error_is_the_rms_of_the_centred_difference_over_the_centred_reference() -> None:
+    reference = torch.tensor([[[1.0, -1.0, 3.0, -3.0]]])      # mean 0, RMS sqrt(5)
+    run = reference + torch.tensor([[[0.5, -0.5, 0.0, 0.0]]])  # centred difference RMS sqrt(0.125)
+    assert float(relative_logit_error(run, reference)) == pytest.approx(math.sqrt(0.125 / 5))
 
 
-def test_matching_runs_compare_every_step() -> None:
-    ref = one_hot_logits([[0, 1, 2], [3, 3, 1]])
-    run = ref.clone()
-    run[1, 2, 0] += 0.25                                  # last step of row 1, token still 1
-    out = logit_agreement(run, ref)
-    assert out == {"max_abs_logit_diff": 0.25, "tokens_match": True, "first_mismatch_step": None}
+def test_a_constant_shift_of_every_logit_is_no_error() -> None:
+    reference = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(0))
+    assert logit_agreement(reference + 7.0, reference).max_rel_logit_error == pytest.approx(0.0, abs=1e-6)
 
 
-def test_a_row_is_compared_through_its_first_differing_token_only() -> None:
-    ref = one_hot_logits([[0, 1, 2], [3, 3, 1]])
-    run = one_hot_logits([[0, 1, 2], [3, 2, 0]])          # row 1 flips at step 1, then decodes another sequence
-    run[0, 2, 3] += 0.5                                   # row 0 matches throughout: its step 2 counts
-    run[1, 2] += 100.0                                    # row 1 after its flip: not comparable, ignored
-    out = logit_agreement(run, ref)
-    # row 1 step 1: token 3 -> 2 moves two logits by 1 each
-    assert out == {"max_abs_logit_diff": 1.0, "tokens_match": False, "first_mismatch_step": 1}
+def test_a_scaled_step_is_found_and_located() -> None:
+    reference = torch.randn(2, 4, 32, generator=torch.Generator().manual_seed(1))
+    run = reference.clone()
+    run[1, 2] = reference[1, 2] * 1.03                         # a 3 % scale error at row 1, step 2 only
+    out = logit_agreement(run, reference)
+    assert out.max_rel_logit_error == pytest.approx(0.03, rel=1e-4)
+    assert (out.worst_row, out.worst_step, out.compared) == (1, 2, 8)
 
 
-def test_nan_in_a_compared_step_propagates() -> None:
-    ref = one_hot_logits([[0, 1]])
-    run = ref.clone()
-    run[0, 0, 2] = math.nan
-    assert math.isnan(logit_agreement(run, ref)["max_abs_logit_diff"])
+def test_every_step_is_compared_even_after_a_greedy_token_differs() -> None:
+    reference = torch.tensor([[[1.0, 0.9, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
+    run = reference.clone()
+    run[0, 0] = torch.tensor([0.9, 1.0, 0.0])                 # a near tie flips at step 0 ...
+    run[0, 2, 2] = 2.0                                         # ... and step 2 is far off: still compared
+    out = logit_agreement(run, reference)
+    assert out.first_mismatch_step == 0 and out.top1_agreement == pytest.approx(2 / 3)
+    assert out.worst_step == 2 and out.max_abs_logit_diff == pytest.approx(1.0)
 
 
-def test_a_row_is_compared_only_before_its_routing_flip() -> None:
-    ref = one_hot_logits([[0, 1, 2, 3], [3, 3, 1, 0]])
-    run = ref.clone()
-    run[0, 1, 0] += 0.125                                 # row 0 before its flip (step 2): counts
-    run[0, 2, 0] += 0.5                                   # row 0 at its flip: a near tie's other expert, ignored
-    run[0, 3] = one_hot_logits([[1]])[0, 0]               # ... and a token changed after it: ignored too
-    run[1, 3, 2] += 0.25                                  # row 1 has no flip: every step counts
-    out = logit_agreement(run, ref, not_after=[2, None])
-    assert out == {"max_abs_logit_diff": 0.25, "tokens_match": True, "first_mismatch_step": 3}
+def test_nan_or_inf_logits_are_a_nan_error() -> None:
+    reference = torch.randn(1, 2, 8, generator=torch.Generator().manual_seed(2))
+    for bad in (math.nan, math.inf):
+        run = reference.clone()
+        run[0, 1, 3] = bad
+        out = logit_agreement(run, reference)
+        assert math.isnan(out.max_rel_logit_error) and out.worst_step == 1
 
 
-def test_a_flip_in_prefill_leaves_nothing_to_compare() -> None:
-    ref = one_hot_logits([[0, 1]])
-    run = one_hot_logits([[2, 2]])
-    out = logit_agreement(run, ref, not_after=[0])
-    assert out["max_abs_logit_diff"] is None and out["tokens_match"] is None
+def test_shapes_that_differ_are_refused() -> None:
+    with pytest.raises(ValueError, match="shape"):
+        logit_agreement(torch.zeros(1, 2, 4), torch.zeros(1, 3, 4))
