@@ -284,14 +284,18 @@ def baseline() -> None:
 @click.option("--force", is_flag=True, help="Overwrite the baseline DEST already holds.")
 @click.option("--allow-failed", is_flag=True,
               help="Save even if runs in FOLDER are not ok (error, timeout, killed); refused by default.")
+@click.option("--allow-dirty", is_flag=True,
+              help="Save even if FOLDER was measured with uncommitted changes (gate --confirm then cannot confirm "
+                   "timing suspects against it); refused by default.")
 @user_errors
 @signal_exits
-def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> None:
+def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool, allow_dirty: bool) -> None:
     """Record the results in FOLDER as a baseline at DEST (a folder)."""
     from perfbench.gate.engine import save_baseline
 
     check_output_dir(dest, "DEST")
-    click.echo(f"baseline: {save_baseline(Path(folder), Path(dest), force=force, allow_failed=allow_failed)}")
+    saved = save_baseline(Path(folder), Path(dest), force=force, allow_failed=allow_failed, allow_dirty=allow_dirty)
+    click.echo(f"baseline: {saved}")
 
 
 @main.command()
