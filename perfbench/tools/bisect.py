@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from perfbench.errors import UserError
+from perfbench.git_refs import END_OF_OPTIONS, checked_sha, git_command, resolve_commit
 from perfbench.results import atomic_write_json
 from perfbench.results.ab_record import ABRecord, read_ab_record
 
@@ -73,20 +74,32 @@ class BisectState(BaseModel):
         return next((s for s in self.steps if (s.base, s.head) == (base, head)), None)
 
 
-def _git(repo: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise UserError(f"git {' '.join(args)}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ''}")
-    return out.stdout.strip()
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git with arguments bisect built from shas git answered (checked_sha), each after --end-of-options."""
+    try:
+        return subprocess.run(git_command(repo, *args), capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise UserError(f"git {args[0]}: {err}") from None
+
+
+def _commit(repo: Path, ref: str, name: str) -> str:
+    sha = resolve_commit(repo, ref)  # after --end-of-options: a GOOD of "--output=x" is a revision, not found
+    if sha is None:
+        raise UserError(f"{name} {ref!r}: not a commit in {repo}")
+    return sha
 
 
 def first_parent_range(repo: Path, good: str, bad: str) -> tuple[str, str, list[str]]:
     """(GOOD's sha, BAD's sha, the commits after GOOD up to BAD on BAD's first-parent line, oldest first)."""
-    good_sha = _git(repo, "rev-parse", "--verify", f"{good}^{{commit}}")
-    bad_sha = _git(repo, "rev-parse", "--verify", f"{bad}^{{commit}}")
-    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha]).returncode != 0:
+    good_sha, bad_sha = _commit(repo, good, "GOOD"), _commit(repo, bad, "BAD")
+    if _git(repo, "merge-base", "--is-ancestor", END_OF_OPTIONS, checked_sha(good_sha, "GOOD"),
+            checked_sha(bad_sha, "BAD")).returncode != 0:
         raise UserError(f"GOOD {good} is not an ancestor of BAD {bad}")
-    commits = _git(repo, "rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}").split()
+    listed = _git(repo, "rev-list", "--first-parent", "--reverse", END_OF_OPTIONS, f"{good_sha}..{bad_sha}")
+    if listed.returncode != 0:
+        raise UserError(f"git rev-list {good_sha[:10]}..{bad_sha[:10]}: {listed.stderr.strip()[-200:]}")
+    commits = [checked_sha(sha, "git rev-list") for sha in listed.stdout.split()]
     if not commits or commits[-1] != bad_sha:
         raise UserError(f"BAD {bad} is not on the first-parent line after GOOD {good}")
     return good_sha, bad_sha, commits
