@@ -423,11 +423,19 @@ def crossover(scenario: str, toggle: str, axis: str, range_text: str | None, thr
               max_points: int, out_dir: str | None, overrides: tuple[str, ...]) -> None:
     """Where TOGGLE's speed-up crosses 1 (and --threshold) along a shape axis, per phase, with CIs."""
     from perfbench.report.crossover import write_crossover_page
-    from perfbench.run.crossover import check_search, roofline_prior, run_search, sweep_speedups, write_tables
+    from perfbench.run.crossover import (
+        check_out_folder,
+        check_search,
+        roofline_prior,
+        run_search,
+        sweep_speedups,
+        write_tables,
+    )
 
     search = check_search(scenario, toggle, axis, range_text, list(thresholds), max_points, list(overrides))
     out = Path(out_dir) if out_dir else Path("reports") / f"crossover-{toggle}-{axis}"
     check_output_dir(out, "--out")
+    check_out_folder(out)
     rows = run_search(search, out, sweep_speedups(search, out))
     try:
         prior = roofline_prior(search, sorted({x for by_x in search.points.values() for x in by_x}))
