@@ -464,6 +464,7 @@ def history() -> None:
 @click.option("--repo", type=click.Path(file_okay=False),
               help="Git repository that orders commits (default: perfbench's checkout, whose commit runs record).")
 @user_errors
+@signal_exits
 def history_ingest(folders: tuple[str, ...], db: str | None, repo: str | None) -> None:
     """Store FOLDERS (result, ab or baseline folders); the same folder twice changes nothing."""
     from perfbench.history.commands import ingest_command, store_line
@@ -496,6 +497,7 @@ def series_filters(fn: Callable[..., Any]) -> Callable[..., Any]:
 @DB
 @series_filters
 @user_errors
+@signal_exits
 def history_show(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
                  metric: str | None) -> None:
     """The stored series (a list), or one series point by point."""
@@ -515,6 +517,7 @@ def history_show(db: str | None, family: str | None, scenario: str | None, machi
                                                                  "perfbench's checkout).")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of one line per change.")
 @user_errors
+@signal_exits
 def history_changes(db: str | None, family: str | None, scenario: str | None, machine: str | None,
                     plan: str | None, metric: str | None, since: str | None, min_magnitude: float,
                     repo: str | None, as_json: bool) -> None:
@@ -536,6 +539,7 @@ def history_changes(db: str | None, family: str | None, scenario: str | None, ma
 @click.option("--commit-url", metavar="TEMPLATE",
               help="Link of a commit, {sha} replaced, e.g. https://github.com/ORG/REPO/commit/{sha}.")
 @user_errors
+@signal_exits
 def history_page(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
                  metric: str | None, out: str, min_magnitude: float, commit_url: str | None) -> None:
     """One offline HTML page: every series with its CIs and change points, filters, links to commits and folders."""
@@ -551,6 +555,7 @@ def history_page(db: str | None, family: str | None, scenario: str | None, machi
 @DB
 @click.option("--out", type=click.Path(dir_okay=False), help="JSON file (default stdout).")
 @user_errors
+@signal_exits
 def history_export(db: str | None, out: str | None) -> None:
     """Every stored folder with its points, as JSON."""
     from perfbench.history.commands import export_command, store_line
