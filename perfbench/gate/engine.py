@@ -63,7 +63,7 @@ from perfbench.gate.checks import (
     ratio_pairs,
     selects,
 )
-from perfbench.gate.confirm import ABRunner, confirm, run_ab_job, unconfirmable_warning
+from perfbench.gate.confirm import SUSPECT_KINDS, ABRunner, confirm, run_ab_job, unconfirmable_warning
 from perfbench.gate.rules import GateRules, RatioRule, SpeedupRule, TimingRule, default_rules, load_rules
 from perfbench.measure.git_state import git_state
 from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text, write_results
@@ -388,7 +388,8 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
         report = evaluate(base_folder, current_folder, gate_rules)
         if confirm_suspects:
             report.checks = confirm(report.checks, base_folder, current_folder, repo or Path.cwd(), runner)
-            if warning := unconfirmable_warning(base_folder):
+            timed = any(c.kind in SUSPECT_KINDS for c in report.checks)  # only where suspects can arise
+            if timed and (warning := unconfirmable_warning(base_folder)):
                 report.warnings.append(warning)
         else:
             report.checks = [_unconfirmed_failure(c) for c in report.checks]

@@ -1,7 +1,7 @@
 """Timing suspects between two folders: never a failure by themselves; decided on pairs with --confirm.
 
-The committed ci_smoke baseline (schema 4, measured with uncommitted changes) and copies of it with every
-latency scaled stand for two folders timed at different times; the confirming ab job is a recorded verdict
+Copies of the committed ci_smoke baseline with every latency scaled, and a recorded commit and dirty flag set
+where it matters, stand for two folders timed at different times; the confirming ab job is a recorded verdict
 (an injected runner), so nothing here times anything."""
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def test_a_suspect_between_folders_of_one_commit_is_the_hosts_not_the_codes(tmp_
 
 
 def test_a_suspect_that_cannot_be_confirmed_is_reported_and_never_fails(tmp_path: Path):
-    # the committed baseline was measured with uncommitted changes: no paired rerun can reproduce it
-    result = _gate("--confirm", "--baseline", str(BASELINE), "--current", str(_copy(tmp_path / "slower", 1.2)))
+    # a baseline measured with uncommitted changes: no paired rerun can reproduce it
+    dirty = _copy(tmp_path / "dirty", 1.0, sha="e" * 40, dirty=True)
+    result = _gate("--confirm", "--baseline", str(dirty), "--current", str(_copy(tmp_path / "slower", 1.2)))
     assert result.exit_code == 0, result.output
     assert "UNCONFIRMED" in result.output and "measured with uncommitted changes" in result.output
     assert "unconfirmed" in result.output.splitlines()[-1]
@@ -192,7 +193,8 @@ def test_a_gross_slowdown_fails_even_when_the_baseline_cannot_be_confirmed(tmp_p
     # slowdown passed as "unconfirmed". Past 2x no host-speed change explains it: it fails; below, it stays
     # unconfirmed (the near misses)
     summary = tmp_path / "gate.md"
-    result = _gate("--confirm", "--baseline", str(BASELINE), "--current", str(_copy(tmp_path / "slower", factor)),
+    dirty = _copy(tmp_path / "dirty", 1.0, sha="e" * 40, dirty=True)
+    result = _gate("--confirm", "--baseline", str(dirty), "--current", str(_copy(tmp_path / "slower", factor)),
                    "--summary", str(summary))
     assert result.exit_code == code, result.output
     assert ("more than host speed can explain" in result.output) == (code == 1)
@@ -213,7 +215,7 @@ def _probe(folder: Path, reading_ms: float) -> None:
 def test_a_host_probe_that_ran_slower_too_raises_the_limit(tmp_path: Path, host: float, code: int):
     # 2.5x slower timings: the host probe of the current folder ran 2.4x slower as well, so the host may explain
     # them (limit 2.4 x 1.15); with the probe at the baseline's speed nothing does
-    base, cur = _copy(tmp_path / "base", 1.0), _copy(tmp_path / "cur", 2.5)
+    base, cur = _copy(tmp_path / "base", 1.0, sha="e" * 40, dirty=True), _copy(tmp_path / "cur", 2.5)
     _probe(base, 1.0)
     _probe(cur, host)
     result = _gate("--confirm", "--baseline", str(base), "--current", str(cur))
@@ -262,3 +264,11 @@ def test_an_interrupted_confirming_job_interrupts_the_gate(monkeypatch, tmp_path
     with pytest.raises(Interrupted) as caught:
         confirm_module.run_ab_job("a" * 40, "b" * 40, "ci_smoke", tmp_path / "ab")
     assert caught.value.signum == 15
+
+
+def test_no_warning_where_no_timing_is_compared(tmp_path: Path):
+    # the near miss of the warning: rules without timing or speed-up checks (the CI smoke gate) raise no suspect
+    dirty = _copy(tmp_path / "dirty", 1.0, sha="e" * 40, dirty=True)
+    result = _gate("--confirm", "--baseline", str(dirty), "--current", str(_copy(tmp_path / "cur", 3.0)),
+                   "--rules", str(REPO / "gates" / "ci_smoke_gate.yaml"))
+    assert "WARNING" not in result.output and "more than host speed" not in result.output, result.output
