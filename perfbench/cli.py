@@ -284,14 +284,18 @@ def baseline() -> None:
 @click.option("--force", is_flag=True, help="Overwrite the baseline DEST already holds.")
 @click.option("--allow-failed", is_flag=True,
               help="Save even if runs in FOLDER are not ok (error, timeout, killed); refused by default.")
+@click.option("--allow-dirty", is_flag=True,
+              help="Save even if FOLDER was measured with uncommitted changes (gate --confirm then cannot confirm "
+                   "timing suspects against it); refused by default.")
 @user_errors
 @signal_exits
-def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool) -> None:
+def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool, allow_dirty: bool) -> None:
     """Record the results in FOLDER as a baseline at DEST (a folder)."""
     from perfbench.gate.engine import save_baseline
 
     check_output_dir(dest, "DEST")
-    click.echo(f"baseline: {save_baseline(Path(folder), Path(dest), force=force, allow_failed=allow_failed)}")
+    saved = save_baseline(Path(folder), Path(dest), force=force, allow_failed=allow_failed, allow_dirty=allow_dirty)
+    click.echo(f"baseline: {saved}")
 
 
 @main.command()
@@ -419,11 +423,19 @@ def crossover(scenario: str, toggle: str, axis: str, range_text: str | None, thr
               max_points: int, out_dir: str | None, overrides: tuple[str, ...]) -> None:
     """Where TOGGLE's speed-up crosses 1 (and --threshold) along a shape axis, per phase, with CIs."""
     from perfbench.report.crossover import write_crossover_page
-    from perfbench.run.crossover import check_search, roofline_prior, run_search, sweep_speedups, write_tables
+    from perfbench.run.crossover import (
+        check_out_folder,
+        check_search,
+        roofline_prior,
+        run_search,
+        sweep_speedups,
+        write_tables,
+    )
 
     search = check_search(scenario, toggle, axis, range_text, list(thresholds), max_points, list(overrides))
     out = Path(out_dir) if out_dir else Path("reports") / f"crossover-{toggle}-{axis}"
     check_output_dir(out, "--out")
+    check_out_folder(out)
     rows = run_search(search, out, sweep_speedups(search, out))
     try:
         prior = roofline_prior(search, sorted({x for by_x in search.points.values() for x in by_x}))
@@ -452,6 +464,7 @@ def history() -> None:
 @click.option("--repo", type=click.Path(file_okay=False),
               help="Git repository that orders commits (default: perfbench's checkout, whose commit runs record).")
 @user_errors
+@signal_exits
 def history_ingest(folders: tuple[str, ...], db: str | None, repo: str | None) -> None:
     """Store FOLDERS (result, ab or baseline folders); the same folder twice changes nothing."""
     from perfbench.history.commands import ingest_command, store_line
@@ -484,6 +497,7 @@ def series_filters(fn: Callable[..., Any]) -> Callable[..., Any]:
 @DB
 @series_filters
 @user_errors
+@signal_exits
 def history_show(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
                  metric: str | None) -> None:
     """The stored series (a list), or one series point by point."""
@@ -503,6 +517,7 @@ def history_show(db: str | None, family: str | None, scenario: str | None, machi
                                                                  "perfbench's checkout).")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of one line per change.")
 @user_errors
+@signal_exits
 def history_changes(db: str | None, family: str | None, scenario: str | None, machine: str | None,
                     plan: str | None, metric: str | None, since: str | None, min_magnitude: float,
                     repo: str | None, as_json: bool) -> None:
@@ -524,6 +539,7 @@ def history_changes(db: str | None, family: str | None, scenario: str | None, ma
 @click.option("--commit-url", metavar="TEMPLATE",
               help="Link of a commit, {sha} replaced, e.g. https://github.com/ORG/REPO/commit/{sha}.")
 @user_errors
+@signal_exits
 def history_page(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
                  metric: str | None, out: str, min_magnitude: float, commit_url: str | None) -> None:
     """One offline HTML page: every series with its CIs and change points, filters, links to commits and folders."""
@@ -539,6 +555,7 @@ def history_page(db: str | None, family: str | None, scenario: str | None, machi
 @DB
 @click.option("--out", type=click.Path(dir_okay=False), help="JSON file (default stdout).")
 @user_errors
+@signal_exits
 def history_export(db: str | None, out: str | None) -> None:
     """Every stored folder with its points, as JSON."""
     from perfbench.history.commands import export_command, store_line
@@ -561,19 +578,23 @@ def history_export(db: str | None, out: str | None) -> None:
 @click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
               help="Time cap of each ab job, seconds.")
 @user_errors
+@signal_exits
 def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str | None, overrides: tuple[str, ...],
            max_time: float) -> None:
     """The first commit after GOOD up to BAD that made METRIC slower, by paired ab jobs against GOOD; commits that
-    do not build or run are skipped, never blamed. Exit 0 when a commit is named or nothing changed."""
+    do not build or run are skipped, never blamed. Exit 0 when a commit is named or nothing changed, 2 on a usage
+    error or ends that could not be compared, 3 when the ends' comparison did not decide, 130/143 interrupted
+    (run the same command again to resume)."""
     from perfbench.run.arms import repository_of
-    from perfbench.tools.bisect import ab_comparator
-    from perfbench.tools.bisect import bisect as run_bisect
+    from perfbench.tools.bisect import ab_comparator, bisect_with_code
 
     out = Path(out_dir) if out_dir else Path("reports") / f"bisect-{good}-{bad}".replace("/", "_")
     check_output_dir(out, "--out")
-    compare = ab_comparator(scenario, metric, list(overrides), max_time)
-    click.echo(run_bisect(repository_of(Path.cwd()), good, bad, scenario or "ci_smoke", metric, out, compare,
-                          say=lambda line: click.echo(line, err=True)))
+    compare = ab_comparator(scenario, metric, list(overrides), max_time)  # usage errors: before anything is stored
+    text, code = bisect_with_code(repository_of(Path.cwd()), good, bad, scenario or "ci_smoke", metric, out,
+                                  compare, say=lambda line: click.echo(line, err=True), overrides=list(overrides))
+    click.echo(text)
+    sys.exit(code)
 
 
 @main.command("list")

@@ -4,7 +4,8 @@ baseline (baselines/ci_smoke) with deterministic and within-run-ratio rules
 The baseline may come from another CPU model: deterministic rules compare across machines, timing rules do not.
 
 After an intentional change of what the smoke scenario executes (e.g. a fused path with fewer ops), refresh
-the baseline: `perfbench run ci_smoke --out /tmp/smoke && perfbench baseline save /tmp/smoke baselines/ci_smoke`.
+the baseline from a clean checkout (`baseline save` refuses a dirty one): `perfbench run ci_smoke --out /tmp/smoke
+&& perfbench baseline save /tmp/smoke baselines/ci_smoke --force`.
 """
 
 from __future__ import annotations

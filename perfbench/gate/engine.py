@@ -12,8 +12,9 @@ the bound, a contended machine) is INCONCLUSIVE: no failure, and no pass either.
 
 Absolute timings of two folders were measured at different times, so a timing check that fails between them is
 a suspect: with `confirm` it is decided on pairs (perfbench/gate/confirm.py), and one that cannot be confirmed
-is UNCONFIRMED, reported but never failing. The paired speed-ups of each plan over its baseline (measured in the
-same blocks of one folder, so host speed cancels) are compared across folders by `speedup` rules.
+is UNCONFIRMED, reported but failing only when the slowdown is beyond what host speed can explain. The paired
+speed-ups of each plan over its baseline (measured in the same blocks of one folder, so host speed cancels) are
+compared across folders by `speedup` rules.
 
 Exit codes: 0 pass, 1 regression, 2 input error (`UserError`: missing folder, no results.jsonl, bad rules),
 3 inconclusive (nothing failed, but at least one timing check could not decide).
@@ -62,7 +63,7 @@ from perfbench.gate.checks import (
     ratio_pairs,
     selects,
 )
-from perfbench.gate.confirm import ABRunner, confirm, run_ab_job
+from perfbench.gate.confirm import SUSPECT_KINDS, ABRunner, confirm, run_ab_job, unconfirmable_warning
 from perfbench.gate.rules import GateRules, RatioRule, SpeedupRule, TimingRule, default_rules, load_rules
 from perfbench.measure.git_state import git_state
 from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text, write_results
@@ -89,6 +90,7 @@ class GateReport:
     current: ResultFolder
     rules_source: str
     checks: list[CheckResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # shown first: what weakens the gate's answer
 
     def count(self, status: str) -> int:
         return sum(c.status == status for c in self.checks)
@@ -110,12 +112,14 @@ class GateReport:
                 f"rules: {self.rules_source})")
 
     def terminal(self) -> str:
-        return "\n".join([*(c.line() for c in self.checks), self.headline()])
+        return "\n".join([*(f"WARNING: {w}" for w in self.warnings), *(c.line() for c in self.checks),
+                          self.headline()])
 
     def to_json(self) -> dict[str, Any]:
         return _json_safe({"result": self.verdict.lower(), "exit_code": self.exit_code,
                 "baseline": str(self.baseline.path), "current": str(self.current.path),
                 "baseline_provenance": self.baseline.provenance, "rules": self.rules_source,
+                "warnings": self.warnings,
                 "counts": {s.lower(): self.count(s) for s in (FAIL, PASS, INCONCLUSIVE, UNCONFIRMED, SKIP)},
                 "checks": [c.to_dict() for c in self.checks]})
 
@@ -127,10 +131,12 @@ class GateReport:
         lines = [f"## perfbench gate: {verdict}", "",
                  f"baseline `{self.baseline.path}`{saved} · current `{self.current.path}` · "
                  f"rules: {self.rules_source}", "",
+                 *(f"> **Warning:** {w}\n" for w in self.warnings),
                  f"**{self.count(FAIL)} failed**, {self.count(PASS)} passed, "
                  f"{self.count(INCONCLUSIVE)} inconclusive, {self.count(SKIP)} not compared", ""]
         for title, status in (("Failures", FAIL), ("Inconclusive", INCONCLUSIVE),
-                              ("Unconfirmed timing suspects (never a failure)", UNCONFIRMED), ("Not compared", SKIP)):
+                              ("Unconfirmed timing suspects (failing only past what host speed explains)", UNCONFIRMED),
+                              ("Not compared", SKIP)):
             rows = [c for c in self.checks if c.status == status]
             if rows:
                 lines += [f"### {title}", "", *_md_table(rows), ""]
@@ -382,6 +388,9 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
         report = evaluate(base_folder, current_folder, gate_rules)
         if confirm_suspects:
             report.checks = confirm(report.checks, base_folder, current_folder, repo or Path.cwd(), runner)
+            timed = any(c.kind in SUSPECT_KINDS for c in report.checks)  # only where suspects can arise
+            if timed and (warning := unconfirmable_warning(base_folder)):
+                report.warnings.append(warning)
         else:
             report.checks = [_unconfirmed_failure(c) for c in report.checks]
     click.echo(report.terminal())
@@ -420,7 +429,8 @@ def _git_sha(results: list[RunResult]) -> tuple[str | None, str | None]:
     return (None, None) if sha == "unknown" else (sha, "perfbench's checkout at save time")
 
 
-def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: bool = False) -> Path:
+def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: bool = False,
+                  allow_dirty: bool = False) -> Path:
     """Write results.jsonl, results.csv and scenario.json of `folder` to `dest` with baseline.json (date, git sha,
     source folder, run statuses, the distinct run environments). Returns `dest`.
 
@@ -431,13 +441,16 @@ def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: b
     Refused (UserError, before anything is written; errors name the command's FOLDER / DEST arguments and
     its options): a `folder` a live sweep is writing (naming its pid), a `dest` that already holds a baseline
     unless `force` (`--force`), and a `folder` with runs that are not ok (error, timeout, killed) unless
-    `allow_failed` (`--allow-failed`): a baseline missing a measurement gates nothing on it."""
+    `allow_failed` (`--allow-failed`): a baseline missing a measurement gates nothing on it; and a `folder` measured
+    with uncommitted changes unless `allow_dirty` (`--allow-dirty`): no commit reproduces it, so `gate --confirm`
+    can confirm no timing suspect against it."""
     if dest.exists() and not dest.is_dir():
         raise UserError(f"DEST {dest}: exists and is not a folder")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with not_written(folder, f"FOLDER {folder}"), exclusive(dest.parent):
         source = load_result_folder(folder, f"FOLDER {folder}")
         _check_save(source, folder, dest, force, allow_failed)
+        _check_clean(source, folder, allow_dirty)
         staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.saving-"))
         try:
             _write_baseline(source, folder, staging)
@@ -464,6 +477,14 @@ def _check_save(source: ResultFolder, folder: Path, dest: Path, force: bool, all
         listed = ", ".join(f"{r.run_id} {r.status}" for r in failed[:3]) + (", ..." if len(failed) > 3 else "")
         raise UserError(f"FOLDER {folder}: {len(failed)} of {len(source.runs)} runs are not ok ({listed}); "
                         "rerun them, or pass --allow-failed to save the baseline anyway")
+
+
+def _check_clean(source: ResultFolder, folder: Path, allow_dirty: bool) -> None:
+    dirty = sorted(r.run_id for r in source.runs.values() if r.env.git_dirty)
+    if dirty and not allow_dirty:
+        raise UserError(f"FOLDER {folder}: {len(dirty)} of {len(source.runs)} runs were measured with uncommitted "
+                        "changes, so no commit reproduces them and the gate could confirm no timing suspect against "
+                        "this baseline; commit and rerun, or pass --allow-dirty to save it anyway")
 
 
 def _write_baseline(source: ResultFolder, folder: Path, out: Path) -> None:

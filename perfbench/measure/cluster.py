@@ -46,7 +46,8 @@ class NodeLaunch:
             raise ValueError("a multi-node launch needs a rendezvous endpoint")  # checked by launch_for
         return ["--nnodes", str(self.nnodes), "--nproc-per-node", str(self.nproc_per_node),
                 "--node-rank", str(self.node_rank), "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", self.rdzv_endpoint, "--rdzv-id", rdzv_id,
+                # values from the scenario joined to their option: never read as an option themselves
+                f"--rdzv-endpoint={self.rdzv_endpoint}", f"--rdzv-id={rdzv_id}",
                 "--rdzv-conf", f"is_host={int(self.node_rank == 0)}"]
 
 

@@ -9,8 +9,10 @@ REPO_DIR = Path(__file__).resolve().parents[2]
 
 
 def _git(*args: str) -> str | None:
+    # callers pass constant arguments only: nothing read from a folder or a store reaches this git
     try:
-        out = subprocess.run(["git", "-C", str(REPO_DIR), *args], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(REPO_DIR), *args], capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None

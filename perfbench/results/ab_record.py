@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from perfbench.errors import UserError
+from perfbench.git_refs import recorded_commit_problem
 from perfbench.results.validation import record_error
 
 AB_FILE = "ab.json"
@@ -33,6 +34,14 @@ class ABArm(_Part):
     sha: str | None = None
     model: str | None = None  # the model package the arm imported
     dirty: bool = False
+
+    @field_validator("sha")
+    @classmethod
+    def _a_commit_sha(cls, value: str | None) -> str | None:
+        # the commit reaches git (history's ordering): never an option or a revision
+        if problem := recorded_commit_problem(value):
+            raise ValueError(problem)
+        return value
 
 
 class ABJobSettings(_Part):

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from perfbench.git_refs import recorded_commit_problem
 from perfbench.results.env_allowlist import recorded_env
 
 
@@ -195,6 +196,14 @@ class Environment(Record):
     ab_arm: str | None = None
     ab_ref: str | None = None
     model_package: str | None = None
+
+    @field_validator("git_sha")
+    @classmethod
+    def _a_commit_sha(cls, value: str | None) -> str | None:
+        # the commit reaches git (history's ordering, gate --confirm's ab job): never an option or a revision
+        if problem := recorded_commit_problem(value):
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -53,6 +53,8 @@ def record_error(err: ValidationError, where: str, model: type[BaseModel]) -> st
     if kind == "literal_error":
         options = ", ".join(re.findall(r"'([^']*)'", ctx.get("expected", "")))
         return f"{where}{_path(loc)}: expected one of {options}, got {value!r}"
+    if kind == "value_error" and ctx.get("error") is not None:  # a validator's own sentence names the value
+        return f"{where}{_path(loc)}: {ctx['error']}"
     expected = _EXPECTED.get(kind)
     if expected:
         return f"{where}{_path(loc)}: expected {expected}, got {json_kind(value)} {value!r:.40}"

@@ -124,7 +124,7 @@ def start_worker(arms: list[Arm], specs_path: Path, out: Path, log_path: Path, o
 
     def command(reply_fd: int) -> list[str]:
         return [sys.executable, "-m", "perfbench.measure.ab_worker", "--reply-fd", str(reply_fd),
-                "--specs", str(specs_path.absolute()), "--out", str(out.absolute()),
+                f"--specs={specs_path.absolute()}", f"--out={out.absolute()}",
                 *(f"--arm={arm.name}={arm.checkout}" for arm in arms)]
 
     return WorkerProcess(command, env, log_path, cwd=overlay)

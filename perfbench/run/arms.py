@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfbench.errors import UserError
+from perfbench.git_refs import checked_sha, git_command, resolve_commit
 
 PERFBENCH_DIR = Path(__file__).resolve().parent.parent
 WORKING_TREE = "working tree"
@@ -45,8 +46,10 @@ class Arm:
 
 
 def _git(repo: Path, *args: str) -> str:
+    """git with perfbench's own arguments: a ref after --end-of-options, a sha checked, paths absolute."""
     try:
-        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(git_command(repo, *args), capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as err:
         raise UserError(f"git {' '.join(args)}: {err}") from None
     if done.returncode:
@@ -56,8 +59,9 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _remove_worktree(repo: Path, tree: Path) -> None:
-    subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True,
-                   timeout=60, check=False)
+    # `tree` comes from `git worktree list` too: after --, and absolute, it is only ever a path
+    subprocess.run(git_command(repo, "worktree", "remove", "--force", "--", str(tree.absolute())),
+                   capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
 
 
 def repository_of(path: Path) -> Path:
@@ -99,16 +103,13 @@ def _arm(name: str, ref: str | None, repo: Path, root: Path) -> Arm:
     if ref is None:
         dirty = bool(_git(repo, "status", "--porcelain", "--", "model"))
         return Arm(name, WORKING_TREE, None, repo, _overlay(root, name, repo), dirty=dirty)
-    try:
-        sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}") if ref else ""
-    except UserError:
-        sha = ""
+    sha = resolve_commit(repo, ref) if ref else None
     if not sha:
         shallow = _git(repo, "rev-parse", "--is-shallow-repository") == "true"
         hint = "; this clone is shallow: `git fetch --unshallow` brings the history" if shallow else ""
         raise UserError(f"{name} arm: {ref!r} is not a commit in {repo}{hint}")
     tree = root / f"worktree-{name}"
-    _git(repo, "worktree", "add", "--detach", "--force", str(tree), sha)
+    _git(repo, "worktree", "add", "--detach", "--force", "--", str(tree.absolute()), checked_sha(sha, name))
     return Arm(name, ref, sha, tree, _overlay(root, name, tree), worktree=tree)
 
 

@@ -25,6 +25,7 @@ from perfbench.analysis.crossover import Crossing, SpeedupPoint, crossing_from_p
 from perfbench.analysis.speedup import speedup
 from perfbench.config.scenario import load_scenario
 from perfbench.errors import UserError
+from perfbench.lifecycle import Interrupted
 from perfbench.measure.compile_cache import compile_cache_root
 from perfbench.results import RunResult, load_folder
 
@@ -163,6 +164,8 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
         with mock.patch.dict(os.environ, {k: v for k, v in shared.items() if k not in os.environ}):
             code = run_scenario(search.scenario, out_dir=str(folder), overrides=point_overrides(search, x),
                                 dry_run=False, resume=folder.exists())
+        if code in (128 + 2, 128 + 15):  # SIGINT / SIGTERM: the search stops with the signal's own exit code
+            raise Interrupted(code - 128)
         if code not in (0, 1):
             raise UserError(f"crossover at {x}: the sweep stopped (exit {code}); results so far in {folder}")
         results = load_folder(folder).results
@@ -233,5 +236,19 @@ def check_search(scenario: str, toggle: str, axis: str, range_text: str | None, 
     load_scenario(scenario, overrides)  # a bad scenario or --set fails here, before anything runs
     defaults = {"input_len": (16, 2048), "batch": (1, 64), "output_len": (2, 256)}
     lo, hi = parse_range(range_text, defaults[axis])
-    return CrossoverSearch(scenario, toggle, axis, lo, hi, sorted(set([1.0, *thresholds])), max_points,
-                           list(overrides))
+    search = CrossoverSearch(scenario, toggle, axis, lo, hi, sorted(set([1.0, *thresholds])), max_points,
+                             list(overrides))
+    for end in (lo, hi):  # both ends as the points' sweeps will load them: past the model's limits fails here
+        try:
+            load_scenario(scenario, point_overrides(search, end))
+        except UserError as err:
+            raise UserError(f"--range {lo}:{hi}: the point at {axis} {end} cannot run ({err})") from None
+    return search
+
+
+def check_out_folder(out: Path) -> None:
+    """A crossover's folder holds points/ and its tables; a sweep's, an ab job's or a baseline folder is refused
+    before anything is measured (its results would be mixed with the points')."""
+    held = [name for name in ("results.jsonl", "ab.json", "baseline.json") if (out / name).exists()]
+    if held:
+        raise UserError(f"--out {out}: holds {held[0]} (a result folder, not a crossover's); choose another folder")

@@ -40,13 +40,14 @@ def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | No
                    python: str = sys.executable, launch: NodeLaunch | None = None) -> list[str]:
     """`python -m perfbench.measure.worker ...`, or the same under torchrun with per-rank logs: on loopback, or
     this node's part of a multi-node `launch`."""
-    worker_args = ["-m", WORKER_MODULE, "--spec", str(spec_path), "--out", str(run_dir)]
+    # paths joined to their option: an --out of "-x" stays a path
+    worker_args = ["-m", WORKER_MODULE, f"--spec={spec_path}", f"--out={run_dir}"]
     launch = launch or NodeLaunch(nproc_per_node=spec.world_size)
     if spec.world_size <= 1 and not launch.multi_node:
         return [python, *worker_args]
     return [
         python, "-m", "torch.distributed.run", *launch.torchrun_args(spec.run_id, port or free_port()),
-        "--max-restarts", "0", "--log-dir", str(run_dir / "ranks"), "--redirects", "3", *worker_args,
+        "--max-restarts", "0", f"--log-dir={run_dir / 'ranks'}", "--redirects", "3", *worker_args,
     ]
 
 

@@ -39,7 +39,7 @@ class ReusedWorker:
 
     def command(self, reply_fd: int) -> list[str]:
         return [self.python, "-m", WORKER_MODULE, "--serve", "--reply-fd", str(reply_fd),
-                "--sweep", str(self.sweep_dir)]
+                f"--sweep={self.sweep_dir}"]
 
     def run(self, spec_path: Path, run_dir: Path, env: dict[str, str], round_number: int,
             timeout_s: float) -> ProcessOutcome:

@@ -7,7 +7,12 @@ the comparison (slower) marks it bad, 0 good; 2 (the commit does not build or ru
 are confirmed first: if BAD is not slower than GOOD, the bisect stops and says so. At the end a last comparison of
 the last good commit with the first bad one gives the size of the change, and `perfbench diff` of their traces
 when the comparison left traces. Every step is written to bisect.json as it is decided, so an interrupted bisect
-resumes where it stopped (same GOOD, BAD, scenario and metric; a finished comparison is never rerun).
+resumes where it stopped (same GOOD, BAD, scenario, --set overrides and metric; a finished comparison is never
+rerun, and a comparison cut short by SIGINT/SIGTERM is not stored: the resume runs it again in a fresh folder).
+
+Exit codes: 0 a commit named, or BAD not slower than GOOD; 2 a usage error (refused before anything is stored) or
+ends that could not be compared (not stored either: a resume after the cause is fixed compares them again); 3 the
+ends' comparison could not decide; 130/143 interrupted.
 
 The comparator is injectable (`Comparator`): `ab_comparator` runs `perfbench ab` (perfbench/run/ab.py `run_ab`);
 tests answer from the commit's content.
@@ -24,6 +29,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from perfbench.errors import UserError
+from perfbench.git_refs import END_OF_OPTIONS, checked_sha, git_command, resolve_commit
+from perfbench.lifecycle import Interrupted
 from perfbench.results import atomic_write_json
 from perfbench.results.ab_record import ABRecord, read_ab_record
 
@@ -66,27 +73,41 @@ class BisectState(BaseModel):
     scenario: str
     metric: str
     commits: list[str]  # first-parent commits after GOOD up to BAD, oldest first
+    overrides: list[str] = Field(default_factory=list)  # the --set overrides every comparison ran with
     steps: list[Comparison] = Field(default_factory=list)
     outcome: str = ""
+    exit_code: int | None = None  # of the finished bisect; None while it is not
 
     def done(self, base: str, head: str) -> Comparison | None:
         return next((s for s in self.steps if (s.base, s.head) == (base, head)), None)
 
 
-def _git(repo: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise UserError(f"git {' '.join(args)}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ''}")
-    return out.stdout.strip()
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git with arguments bisect built from shas git answered (checked_sha), each after --end-of-options."""
+    try:
+        return subprocess.run(git_command(repo, *args), capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise UserError(f"git {args[0]}: {err}") from None
+
+
+def _commit(repo: Path, ref: str, name: str) -> str:
+    sha = resolve_commit(repo, ref)  # after --end-of-options: a GOOD of "--output=x" is a revision, not found
+    if sha is None:
+        raise UserError(f"{name} {ref!r}: not a commit in {repo}")
+    return sha
 
 
 def first_parent_range(repo: Path, good: str, bad: str) -> tuple[str, str, list[str]]:
     """(GOOD's sha, BAD's sha, the commits after GOOD up to BAD on BAD's first-parent line, oldest first)."""
-    good_sha = _git(repo, "rev-parse", "--verify", f"{good}^{{commit}}")
-    bad_sha = _git(repo, "rev-parse", "--verify", f"{bad}^{{commit}}")
-    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good_sha, bad_sha]).returncode != 0:
+    good_sha, bad_sha = _commit(repo, good, "GOOD"), _commit(repo, bad, "BAD")
+    if _git(repo, "merge-base", "--is-ancestor", END_OF_OPTIONS, checked_sha(good_sha, "GOOD"),
+            checked_sha(bad_sha, "BAD")).returncode != 0:
         raise UserError(f"GOOD {good} is not an ancestor of BAD {bad}")
-    commits = _git(repo, "rev-list", "--first-parent", "--reverse", f"{good_sha}..{bad_sha}").split()
+    listed = _git(repo, "rev-list", "--first-parent", "--reverse", END_OF_OPTIONS, f"{good_sha}..{bad_sha}")
+    if listed.returncode != 0:
+        raise UserError(f"git rev-list {good_sha[:10]}..{bad_sha[:10]}: {listed.stderr.strip()[-200:]}")
+    commits = [checked_sha(sha, "git rev-list") for sha in listed.stdout.split()]
     if not commits or commits[-1] != bad_sha:
         raise UserError(f"BAD {bad} is not on the first-parent line after GOOD {good}")
     return good_sha, bad_sha, commits
@@ -100,8 +121,8 @@ def load_state(path: Path, fresh: BisectState) -> BisectState:
         saved = BisectState.model_validate(json.loads(path.read_text()))
     except (ValueError, ValidationError) as err:
         raise UserError(f"{path}: unreadable bisect state ({str(err).splitlines()[0]})") from None
-    asked = (fresh.good, fresh.bad, fresh.scenario, fresh.metric, fresh.commits)
-    if (saved.good, saved.bad, saved.scenario, saved.metric, saved.commits) != asked:
+    asked = (fresh.good, fresh.bad, fresh.scenario, fresh.metric, fresh.commits, fresh.overrides)
+    if (saved.good, saved.bad, saved.scenario, saved.metric, saved.commits, saved.overrides) != asked:
         raise UserError(f"{path}: holds another bisect ({saved.good[:10]}..{saved.bad[:10]}, {saved.scenario}, "
                         f"{saved.metric}); choose another --out")
     return saved
@@ -111,28 +132,44 @@ class Bisect:
     def __init__(self, state: BisectState, compare: Comparator, out: Path, say: Callable[[str], None]) -> None:
         self.state, self.compare, self.out, self.say = state, compare, out, say
 
-    def _step(self, base: str, head: str, what: str) -> Comparison:
+    def _folder(self, head: str) -> Path:
+        """A fresh folder for the next comparison: a comparison cut short left its folder (and its pairs) behind."""
+        name = f"{len(self.state.steps):02d}-{head[:10]}"
+        folder, retry = self.out / name, 1
+        while folder.exists():
+            folder, retry = self.out / f"{name}-retry{retry}", retry + 1
+        return folder
+
+    def _step(self, base: str, head: str, what: str, keep_input_error: bool = True) -> Comparison:
         found = self.state.done(base, head)
         if found is None:
             self.say(f"bisect: {what}: {head[:10]} against {base[:10]} ...")
-            found = self.compare(base, head, self.out / f"{len(self.state.steps):02d}-{head[:10]}")
-            self.state.steps.append(found)
-            atomic_write_json(self.out / STATE_FILE, self.state.model_dump(mode="json"))
+            found = self.compare(base, head, self._folder(head))
+            if keep_input_error or found.code != EXIT_INPUT:
+                self.state.steps.append(found)
+                atomic_write_json(self.out / STATE_FILE, self.state.model_dump(mode="json"))
         self.say(f"bisect: {head[:10]} {found.label}" + (f" ({found.text()})" if found.text() else ""))
         return found
 
-    def _finish(self, outcome: str) -> str:
-        self.state.outcome = outcome
+    def _finish(self, outcome: str, code: int) -> str:
+        self.state.outcome, self.state.exit_code = outcome, code
         atomic_write_json(self.out / STATE_FILE, self.state.model_dump(mode="json"))
         return outcome
 
     def run(self) -> str:
         st = self.state
-        ends = self._step(st.good, st.bad, "confirming the ends")
+        # ends that could not be compared (an earlier version stored them) are compared again, never replayed
+        st.steps = [s for s in st.steps if not ((s.base, s.head) == (st.good, st.bad) and s.code == EXIT_INPUT)]
+        ends = self._step(st.good, st.bad, "confirming the ends", keep_input_error=False)
+        if ends.code == EXIT_INPUT:
+            return self._finish(f"bisect: BAD {st.bad[:10]} could not be compared with GOOD {st.good[:10]} "
+                                f"({ends.text() or f'exit {ends.code}'}); nothing stored for it: fix the cause and "
+                                "run the same command again", EXIT_INPUT)
         if ends.label != "bad":
-            word = "could not be compared" if ends.code == EXIT_INPUT else "is not slower than"
+            code = EXIT_INCONCLUSIVE if ends.code == EXIT_INCONCLUSIVE else EXIT_PASS
+            word = "could not be shown slower than" if code == EXIT_INCONCLUSIVE else "is not slower than"
             return self._finish(f"nothing to bisect: BAD {st.bad[:10]} {word} GOOD {st.good[:10]} on {st.metric} "
-                                f"({ends.text() or f'exit {ends.code}'}); no commit blamed")
+                                f"({ends.text() or f'exit {ends.code}'}); no commit blamed", code)
         commits = st.commits
         lo, hi = -1, len(commits) - 1  # lo: last known good (-1: GOOD itself); hi: first known bad
         skipped: set[int] = set()
@@ -149,7 +186,7 @@ class Bisect:
                 lo = pick
             else:
                 skipped.add(pick)
-        return self._finish(self._verdict(lo, hi, sorted(i for i in skipped if lo < i < hi)))
+        return self._finish(self._verdict(lo, hi, sorted(i for i in skipped if lo < i < hi)), EXIT_PASS)
 
     def _verdict(self, lo: int, hi: int, between: list[int]) -> str:
         st = self.state
@@ -190,18 +227,24 @@ def verdict_code(record: ABRecord, metric: str) -> tuple[int, float | None, floa
 
 def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_time_s: float) -> Comparator:
     """Each comparison a `perfbench ab` job in its own folder; a commit that cannot be checked out, built or run is
-    exit 2 (skip)."""
+    exit 2 (skip). The settings and the scenario with its overrides are checked here, once: a usage error is the
+    command's (exit 2, nothing stored), never a commit's."""
+    from perfbench.config.scenario import load_scenario  # noqa: PLC0415
+    from perfbench.run.ab import ABSettings, run_ab  # noqa: PLC0415
+
+    settings = ABSettings(max_time_s=max_time_s)
+    load_scenario(scenario or "ci_smoke", overrides)
 
     def compare(base: str, head: str, out: Path) -> Comparison:
-        from perfbench.run.ab import ABSettings, run_ab  # noqa: PLC0415
-
         try:
-            run_ab(base, head, scenario, overrides, str(out), ABSettings(max_time_s=max_time_s), report=None)
+            code = run_ab(base, head, scenario, overrides, str(out), settings, report=None)
             record = read_ab_record(out)
         except (UserError, OSError, RuntimeError, ValueError) as err:
             return Comparison(base=base, head=head, code=EXIT_INPUT, reason=" ".join(str(err).split())[:300],
                               folder=str(out))
-        if record.status == "interrupted":  # the ab job saved its pairs and returned 130/143: the bisect stops too
+        if code in (128 + 2, 128 + 15):  # the ab job saved its pairs and returned 130/143: the bisect stops too
+            raise Interrupted(code - 128)
+        if record.status == "interrupted":
             raise KeyboardInterrupt(record.stopped)
         code, ratio, low, high = verdict_code(record, metric)
         return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=low, ci_high=high, folder=str(out))
@@ -209,12 +252,21 @@ def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_t
     return compare
 
 
-def bisect(repo: Path, good: str, bad: str, scenario: str, metric: str, out: Path, compare: Comparator,
-           say: Callable[[str], None] = print) -> str:
+def bisect_with_code(repo: Path, good: str, bad: str, scenario: str, metric: str, out: Path, compare: Comparator,
+                     say: Callable[[str], None] = print, overrides: list[str] | None = None) -> tuple[str, int]:
+    """The bisect's outcome and its exit code (module docstring)."""
     good_sha, bad_sha, commits = first_parent_range(repo, good, bad)
+    fresh = BisectState(good=good_sha, bad=bad_sha, scenario=scenario, metric=metric, commits=commits,
+                        overrides=list(overrides or []))
+    state = load_state(out / STATE_FILE, fresh)  # another bisect's folder is refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    fresh = BisectState(good=good_sha, bad=bad_sha, scenario=scenario, metric=metric, commits=commits)
-    state = load_state(out / STATE_FILE, fresh)
     if state.steps:
         say(f"bisect: resuming {out / STATE_FILE} ({len(state.steps)} comparisons already made)")
-    return Bisect(state, compare, out, say).run()
+    run = Bisect(state, compare, out, say)
+    text = run.run()
+    return text, state.exit_code if state.exit_code is not None else EXIT_PASS
+
+
+def bisect(repo: Path, good: str, bad: str, scenario: str, metric: str, out: Path, compare: Comparator,
+           say: Callable[[str], None] = print, overrides: list[str] | None = None) -> str:
+    return bisect_with_code(repo, good, bad, scenario, metric, out, compare, say, overrides)[0]

@@ -81,7 +81,8 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         for key in ("plain", "spaced"):
             result = CliRunner().invoke(main, ["run", str(scenario), "--out", str(paths[key])])
             assert result.exit_code == 0, result.output[-4000:]
-        saved = CliRunner().invoke(main, ["baseline", "save", str(paths["spaced"]), str(paths["baseline"])])
+        saved = CliRunner().invoke(main, ["baseline", "save", str(paths["spaced"]), str(paths["baseline"]),
+                                         "--allow-dirty"])  # a developer's checkout may have changes
         assert saved.exit_code == 0, saved.output
         ab = CliRunner().invoke(main, ["ab", "HEAD", "HEAD", "--scenario", str(scenario), "--max-time", "15",
                                        "--no-report", "--out", str(paths["ab"])])

@@ -94,3 +94,39 @@ class TestSignals:
         status = {item["name"]: item["status"] for item in summary["items"]}
         assert status["environment"] == "pass" and status["ops"] == "skipped"
         assert out.with_name("bundle.tar.gz").is_file()
+
+
+def _leaf_commands(group, prefix=()):  # noqa: ANN001, ANN202
+    for name, command in sorted(group.commands.items()):
+        if hasattr(command, "commands"):
+            yield from _leaf_commands(command, (*prefix, name))
+        else:
+            yield " ".join((*prefix, name)), command
+
+
+def test_every_command_ends_on_a_signal_with_the_signals_code():
+    # bisect and history ingest ended with click's "Aborted!" and exit 1: every command is wrapped
+    from perfbench.cli import signal_exits
+
+    marker = signal_exits(lambda: None).__code__
+    unwrapped = []
+    for name, command in _leaf_commands(main):
+        fn, codes = command.callback, []
+        while fn is not None:
+            codes.append(getattr(fn, "__code__", None))
+            fn = getattr(fn, "__wrapped__", None)
+        if marker not in codes:
+            unwrapped.append(name)
+    assert unwrapped == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_history_ingest_interrupted_exits_with_the_signals_code(sig, tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        os.kill(os.getpid(), sig)
+        time.sleep(30)  # the handler raises at once
+
+    monkeypatch.setattr("perfbench.history.commands.ingest_command", interrupted)
+    result = CliRunner().invoke(main, ["history", "ingest", str(tmp_path), "--db", str(tmp_path / "h.sqlite")])
+    assert result.exit_code == EXIT_OF[sig], result.output
+    assert "Aborted" not in result.output and f"interrupted by {sig.name}" in result.stderr

@@ -52,7 +52,8 @@ def _run_torchrun(spec_path: Path, timeout_s: float) -> tuple[int | None, str]:
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(WORLD),
-           "--monitor-interval", "0.5", "-m", "perfbench.tools.verify.rank_worker", str(spec_path)]
+           "--monitor-interval", "0.5", "-m", "perfbench.tools.verify.rank_worker",
+           str(spec_path.absolute())]  # absolute: a bundle folder named "-x" stays a path
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:

@@ -99,3 +99,23 @@ def test_errors_name_the_arguments_and_options_that_exist(tmp_path: Path) -> Non
     for line in lines:
         assert "--folder" not in line
         assert_names_real_options(line)
+
+
+def test_a_folder_measured_with_uncommitted_changes_is_refused_unless_allowed(tmp_path: Path) -> None:
+    # a dirty tree reproduces under no commit: gate --confirm could confirm nothing against such a baseline
+    dirty, clean = tmp_path / "dirty", tmp_path / "clean"
+    runs = [run("r1"), run("r2")]
+    for r in runs:
+        r.env.update({"git_sha": "a" * 40, "git_dirty": False})
+    write_results(clean, runs)
+    runs[1].env.update({"git_dirty": True})
+    write_results(dirty, runs)
+    dest = tmp_path / "baseline"
+    line = one_error_line(save(str(dirty), str(dest)))
+    assert "1 of 2 runs were measured with uncommitted changes" in line and "--allow-dirty" in line
+    assert_names_real_options(line)
+    assert not dest.exists()  # refused before anything is written
+    assert save(str(clean), str(dest)).exit_code == 0  # the near miss: a clean tree saves as before
+    result = save(str(dirty), str(tmp_path / "forced"), "--allow-dirty")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "forced" / "results.jsonl").read_text() == (dirty / "results.jsonl").read_text()

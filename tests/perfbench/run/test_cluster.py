@@ -74,7 +74,7 @@ def test_torchrun_node_arguments():
                       "--master-port", "29999"]
     args = " ".join(NodeLaunch(2, 8, 1, "10.0.0.1:29400").torchrun_args("run1", 0))
     for part in ("--nnodes 2", "--nproc-per-node 8", "--node-rank 1", "--rdzv-backend c10d",
-                 "--rdzv-endpoint 10.0.0.1:29400", "--rdzv-id run1", "--rdzv-conf is_host=0"):
+                 "--rdzv-endpoint=10.0.0.1:29400", "--rdzv-id=run1", "--rdzv-conf is_host=0"):
         assert part in args
     assert "is_host=1" in " ".join(NodeLaunch(2, 8, 0, "10.0.0.1:29400").torchrun_args("run1", 0))
 

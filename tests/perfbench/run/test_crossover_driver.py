@@ -124,6 +124,9 @@ def test_roofline_prior_on_a_device_scenario() -> None:
     (["--toggle", TOGGLE, "--over", "batch", "--range", "8:2"], "1 <= a < b"),
     (["--toggle", TOGGLE, "--over", "batch", "--range", "x"], "expected a:b"),
     (["--toggle", TOGGLE, "--over", "batch", "--points", "2"], "at least 3"),
+    # past the model's limits: refused before the first point is measured, not after it
+    (["--toggle", TOGGLE, "--over", "input_len", "--range", "16:100000000"], "max_position_embeddings"),
+    (["--toggle", TOGGLE, "--over", "batch", "--range", "1:100000000000"], "2**31 - 1"),
 ])
 def test_bad_input_is_one_error_line(args: list[str], needle: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["crossover", "ci_smoke", *args, "--out", str(tmp_path / "c")])
@@ -146,3 +149,41 @@ def test_the_command_wires_search_prior_tables_and_page(tmp_path: Path, monkeypa
     points = list(csv.DictReader(open(out / "crossover.csv")))
     assert {p["roofline_speedup"] for p in points if p["phase"] == "tpot"} == {"1.2000"}
     assert (out / "crossover.html").is_file()
+
+
+def test_a_result_folder_is_refused_as_out_before_anything_is_measured(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import perfbench.run.crossover as driver
+
+    measured: list[int] = []
+    rng = np.random.default_rng(2)
+    def point(x: int):  # noqa: ANN202
+        measured.append(x)
+        return _curve_point(x, rng)
+
+    monkeypatch.setattr(driver, "sweep_speedups", lambda search, out: point)
+    monkeypatch.setattr(driver, "roofline_prior", lambda search, xs: {})
+    args = ["crossover", "ci_smoke", "--toggle", TOGGLE, "--over", "input_len", "--range", "16:4096", "--points", "4"]
+    for name in ("results.jsonl", "ab.json", "baseline.json"):
+        sweep = tmp_path / name.split(".")[0]
+        sweep.mkdir()
+        (sweep / name).write_text("{}\n")
+        line = one_error_line(CliRunner().invoke(main, [*args, "--out", str(sweep)]))
+        assert f"holds {name}" in line and measured == []
+        assert sorted(p.name for p in sweep.iterdir()) == [name]
+    # the near miss: a crossover's own folder is taken again (its points are reused)
+    out = tmp_path / "c"
+    for _ in range(2):
+        result = CliRunner().invoke(main, [*args, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(("code", "signal_name"), [(143, "SIGTERM"), (130, "SIGINT")])
+def test_a_signal_during_a_point_exits_with_its_own_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int,
+                                                         signal_name: str) -> None:
+    # the point's sweep saves what it measured and returns the signal's code: the search stops with it (not 2)
+    monkeypatch.setattr("perfbench.run.runner.run_scenario", lambda *args, **kwargs: code)
+    result = CliRunner().invoke(main, ["crossover", "ci_smoke", "--toggle", TOGGLE, "--over", "batch", "--range",
+                                       "1:4", "--points", "3", "--out", str(tmp_path / "c")])
+    assert result.exit_code == code, result.output
+    assert f"interrupted by {signal_name}" in result.stderr and "error:" not in result.stderr

@@ -224,14 +224,14 @@ def test_out_folder_with_results_needs_resume(tmp_path):
 def test_worker_command_single_process_and_torchrun(tmp_path):
     spec = RunSpec(run_id="r", scenario="s")
     cmd = worker_command(spec, tmp_path / "spec.json", tmp_path)
-    assert cmd == [sys.executable, "-m", "perfbench.measure.worker", "--spec", str(tmp_path / "spec.json"), "--out",
-                   str(tmp_path)]
+    assert cmd == [sys.executable, "-m", "perfbench.measure.worker", f"--spec={tmp_path / 'spec.json'}",
+                   f"--out={tmp_path}"]
     spec.parallel = dict(TWO_RANKS)
     cmd = worker_command(spec, tmp_path / "spec.json", tmp_path, port=29999)
     joined = " ".join(cmd)
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
     for part in ("--nnodes 1", "--nproc-per-node 2", "--master-addr 127.0.0.1", "--master-port 29999",
-                 f"--log-dir {tmp_path / 'ranks'}", "--redirects 3", "-m perfbench.measure.worker --spec"):
+                 f"--log-dir={tmp_path / 'ranks'}", "--redirects 3", "-m perfbench.measure.worker --spec="):
         assert part in joined
 
 

@@ -4,13 +4,17 @@ commits, a slowdown planted at commit 11, commit 5 broken."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from perfbench.errors import UserError
-from perfbench.tools.bisect import STATE_FILE, Comparison, bisect
+from perfbench.tools.bisect import STATE_FILE, Comparison, bisect, bisect_with_code
+from tests.cli_helpers import one_error_line
 
 
 def _repo(path: Path, slow_from: int = 11, broken: int = 5, count: int = 16) -> list[str]:
@@ -171,3 +175,107 @@ def test_the_command_runs_ab_jobs_through_run_ab_and_reads_their_verdicts(tmp_pa
     state = json.loads((tmp_path / "out" / STATE_FILE).read_text())
     broken = next(s for s in state["steps"] if s["head"] == shas[5])
     assert broken["code"] == 2 and "model/ does not import" in broken["reason"]
+
+
+# ---- exit codes, usage errors and resumes -------------------------------------------------------------------
+
+def _fake_run_ab(fake: FakeAB, calls: list, signal_at: int | None = None, signum: int = signal.SIGTERM):
+    """run_ab answering from `fake`; at call `signal_at` it starts its folder and the signal arrives."""
+
+    def run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+        calls.append((base, head, scenario, tuple(overrides), settings.max_time_s))
+        Path(out_dir).mkdir(parents=True)
+        if signal_at is not None and len(calls) == signal_at:
+            (Path(out_dir) / "pairs-so-far").write_text("measured before the signal\n")
+            os.kill(os.getpid(), signum)  # a real signal: SIGTERM raises through perfbench/lifecycle.py
+            time.sleep(5)  # never reached: the handler raises at once
+        answer = fake(base, head, Path(out_dir))
+        if answer.code == 2:
+            raise UserError(f"{head[:10]}: {answer.reason}")
+        verdict = "slower" if answer.code == 1 else "same"
+        (Path(out_dir) / "ab.json").write_text(json.dumps({"verdicts": {"r1": {"tpot_ms": {
+            "ratio": answer.ratio, "ci_low": answer.ci_low, "ci_high": answer.ci_high, "pairs": 30,
+            "verdict": verdict}}}}))
+        return answer.code
+
+    return run_ab
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from perfbench.cli import main
+
+    return CliRunner().invoke(main, ["bisect", *args])
+
+
+@pytest.mark.parametrize(("option", "words"), [
+    (["--max-time", "-1"], "--max-time: must be a positive number"),
+    (["--max-time", "nan"], "--max-time: must be a positive number"),
+    (["--scenario", "no_such_scenario"], "no_such_scenario"),
+    (["--set", "perfbench.no_such_key=1"], "no_such_key"),
+])
+def test_a_usage_error_exits_2_before_anything_is_stored_and_the_fixed_command_bisects(tmp_path, monkeypatch,
+                                                                                      option, words):
+    shas = _repo(tmp_path / "repo")
+    calls: list = []
+    monkeypatch.setattr("perfbench.run.ab.run_ab", _fake_run_ab(FakeAB(tmp_path / "repo"), calls))
+    monkeypatch.chdir(tmp_path / "repo")
+    out = tmp_path / "out"
+    line = one_error_line(_cli(shas[0], shas[11], "--out", str(out), *option))
+    assert words in line and calls == [] and not out.exists()
+    fixed = _cli(shas[0], shas[11], "--out", str(out))  # the near miss: the same bisect with the option fixed
+    assert fixed.exit_code == 0, fixed.output
+    assert fixed.stdout.startswith(f"first bad commit: {shas[11]}")
+
+
+def test_ends_that_could_not_be_compared_exit_2_and_are_compared_again_on_resume(tmp_path):
+    shas = _repo(tmp_path / "repo")
+
+    def cannot(base: str, head: str, out: Path) -> Comparison:
+        return Comparison(base=base, head=head, code=2, reason="ab: no such scenario")
+
+    args = (tmp_path / "repo", shas[0], shas[11], "s", "tpot_ms", tmp_path / "out")
+    text, code = bisect_with_code(*args, cannot, say=lambda _: None)
+    assert code == 2 and "could not be compared" in text and "nothing to bisect" not in text
+    assert json.loads((tmp_path / "out" / STATE_FILE).read_text())["steps"] == []
+    # a state an earlier version wrote, with the failed ends stored, is not replayed either
+    state = json.loads((tmp_path / "out" / STATE_FILE).read_text())
+    state["steps"] = [{"base": shas[0], "head": shas[11], "code": 2, "reason": "old"}]
+    (tmp_path / "out" / STATE_FILE).write_text(json.dumps(state))
+    text, code = bisect_with_code(*args, FakeAB(tmp_path / "repo"), say=lambda _: None)
+    assert code == 0 and text.startswith(f"first bad commit: {shas[11]}")
+
+
+def test_undecided_ends_exit_3(tmp_path):
+    shas = _repo(tmp_path / "repo")
+
+    def undecided(base: str, head: str, out: Path) -> Comparison:
+        return Comparison(base=base, head=head, code=3, ratio=1.04, ci_low=0.99, ci_high=1.09)
+
+    text, code = bisect_with_code(tmp_path / "repo", shas[0], shas[11], "s", "tpot_ms", tmp_path / "out", undecided,
+                                  say=lambda _: None)
+    assert code == 3 and "could not be shown slower than" in text
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_exits_with_its_code_and_the_resume_continues_where_it_stopped(tmp_path, monkeypatch, signum,
+                                                                                code):
+    shas = _repo(tmp_path / "repo")
+    monkeypatch.chdir(tmp_path / "repo")
+    out = tmp_path / "out"
+    calls: list = []
+    monkeypatch.setattr("perfbench.run.ab.run_ab", _fake_run_ab(FakeAB(tmp_path / "repo"), calls, 3, signum))
+    stopped = _cli(shas[0], shas[15], "--out", str(out))
+    assert stopped.exit_code == code, stopped.output
+    assert "Aborted" not in stopped.output and "interrupted by" in stopped.stderr
+    assert len(json.loads((out / STATE_FILE).read_text())["steps"]) == 2  # the cut-short third is not stored
+    cut_short = next(out.glob("02-*"))
+    rest: list = []
+    monkeypatch.setattr("perfbench.run.ab.run_ab", _fake_run_ab(FakeAB(tmp_path / "repo"), rest))
+    resumed = _cli(shas[0], shas[15], "--out", str(out))
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.stdout.startswith(f"first bad commit: {shas[11]}")
+    assert rest[0][:2] == calls[2][:2]  # the resume starts with the comparison that was cut short
+    assert (cut_short / "pairs-so-far").is_file()  # what it had measured is kept; the retry has its own folder
+    assert (out / f"{cut_short.name}-retry1" / "ab.json").is_file()
