@@ -148,16 +148,16 @@ def _since_order(found: list[Series], ref: str, repo: Path) -> int:
     """REF's place on the commit axis: a stored commit it prefixes, else REF resolved in `repo` (a stored commit,
     else placed among the stored ones by its position on first-parent history)."""
     placed = {p.sha: p.commit_order for s in found for p in s.points if p.sha and p.commit_order is not None}
-    for sha, order in placed.items():
-        if sha.startswith(ref):
+    for stored, order in placed.items():
+        if stored.startswith(ref):
             return order
-    sha = git_order.resolve_ref(repo, ref)
-    if sha in placed:
-        return placed[sha]
-    order = git_order.first_parent_order(repo, sha) if sha else None
-    if order is None:
+    resolved = git_order.resolve_ref(repo, ref)
+    if resolved in placed:
+        return placed[resolved]
+    position = git_order.first_parent_order(repo, resolved) if resolved else None
+    if position is None:
         raise UserError(f"--since {ref}: not a stored commit, nor a commit of {repo}")
-    return order
+    return position
 
 
 def page_command(db: str | None, filters: Filters, out: Path, min_magnitude: float, commit_url: str | None) -> str:
