@@ -32,6 +32,7 @@ def ingest_command(folders: list[Path], db: str | None, repo: Path) -> str:
         if not folder.is_dir():
             raise UserError(f"{folder}: not a folder (give result, ab or baseline folders)")
     store = open_store(db)
+    migrate_store(store)  # a write migrates first (the look-up below is a read, which never does)
     hashes = {folder: content_hash(folder) for folder in folders}
     known = stored_paths(store, hashes.values())
     lines: list[str | None] = []  # None: the next fresh folder's line from the store
