@@ -146,8 +146,8 @@ def changes_command(db: str | None, filters: Filters, since: str | None, min_mag
 
 
 def _since_order(found: list[Series], ref: str, repo: Path) -> int:
-    """REF's place on the commit axis: a stored commit it prefixes, else REF resolved in `repo` (a stored commit,
-    else placed among the stored ones by its position on first-parent history)."""
+    """REF's place on the commit axis: a stored commit it prefixes, else REF resolved in `repo`: a stored commit,
+    else its position on first-parent history, else (a shallow clone) the first stored commit committed since."""
     placed = {p.sha: p.commit_order for s in found for p in s.points if p.sha and p.commit_order is not None}
     for stored, order in placed.items():
         if stored.startswith(ref):
@@ -156,6 +156,11 @@ def _since_order(found: list[Series], ref: str, repo: Path) -> int:
     if resolved in placed:
         return placed[resolved]
     position = git_order.first_parent_order(repo, resolved) if resolved else None
+    date = git_order.commit_date(repo, resolved) if resolved and position is None else None
+    if date is not None:  # a shallow clone: the first stored commit committed at or after REF
+        later = [p.commit_order for s in found for p in s.points
+                 if p.commit_order is not None and p.commit_date and p.commit_date >= date]
+        position = min(later, default=None)
     if position is None:
         raise UserError(f"--since {ref}: not a stored commit, nor a commit of {repo}")
     return position

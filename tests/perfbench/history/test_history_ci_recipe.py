@@ -106,3 +106,40 @@ def test_a_full_clone_later_places_the_commits_on_first_parent_history(tmp_path,
     assert "shallow" not in full.stdout
     (series,) = load_series(open_store(db), Filters(family="speedup", plan="gdr", metric="ttft_ms"))
     assert [(p.sha, p.commit_order) for p in series.ordered] == list(zip(shas, range(1, 5)))
+
+
+def _shallow_clone(origin: Path, sha: str, to: Path) -> Path:
+    subprocess.run(["git", "-C", str(origin), "branch", "-f", f"at-{sha[:8]}", sha], check=True)
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", f"at-{sha[:8]}", f"file://{origin}", str(to)],
+                   check=True)
+    return to
+
+
+def test_since_in_a_shallow_history_starts_at_the_first_commit_committed_since(tmp_path, sweep):
+    origin = tmp_path / "origin"
+    shas = make_repo(origin, 6)
+    db = str(tmp_path / "h.sqlite")
+    stored = (0, 1, 3, 4, 5)  # commit 2 was never measured
+    for i in stored:  # each pipeline from a depth-1 clone of its commit
+        clone = _shallow_clone(origin, shas[i], tmp_path / f"clone{i}")
+        folder = sweep(tmp_path / f"c{i}", sha=shas[i], gdr=2.2 if i < 2 else 1.4)
+        assert CliRunner().invoke(main, ["history", "ingest", str(folder), "--db", db, "--repo", str(clone)]
+                                  ).exit_code == 0
+    every = CliRunner().invoke(main, ["history", "changes", "--db", db, "--plan", "gdr", "--metric", "ttft_ms"])
+    assert f"between {shas[1][:10]} and {shas[3][:10]}" in every.stdout, every.output
+    # --since commit 2, known to a shallow clone by its date only: the history from commit 3 on, no change left
+    clone2 = _shallow_clone(origin, shas[2], tmp_path / "since2")
+    since = CliRunner().invoke(main, ["history", "changes", "--db", db, "--since", "HEAD", "--repo", str(clone2),
+                                      "--plan", "gdr", "--metric", "ttft_ms"])
+    assert since.exit_code == 0 and since.stdout.startswith("no change of 5% or more"), since.output
+    # near miss: --since commit 0 keeps the change; a commit after every stored one is refused
+    clone0 = _shallow_clone(origin, shas[0], tmp_path / "since0")
+    kept = CliRunner().invoke(main, ["history", "changes", "--db", db, "--since", "HEAD", "--repo", str(clone0),
+                                     "--plan", "gdr", "--metric", "ttft_ms"])
+    assert f"between {shas[1][:10]} and {shas[3][:10]}" in kept.stdout, kept.output
+    subprocess.run(["git", "-C", str(origin), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "later"], check=True)
+    late = tmp_path / "late"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{origin}", str(late)], check=True)
+    refused = CliRunner().invoke(main, ["history", "changes", "--db", db, "--since", "HEAD", "--repo", str(late)])
+    assert refused.exit_code == 2 and "--since HEAD" in refused.stderr
