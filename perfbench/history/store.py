@@ -148,7 +148,9 @@ def ingest(store: Store, snapshots: list[Snapshot], positions: Mapping[str, int]
             if older:  # the same run, its content changed since (a resumed sweep): the new content replaces it
                 _drop(conn, older)
             row = snap.model_dump(exclude={"points", "op_families"})
-            folder_id = conn.execute(schema.folders.insert().values(**row, ingested_at=now)).inserted_primary_key[0]
+            inserted = conn.execute(schema.folders.insert().values(**row, ingested_at=now)).inserted_primary_key
+            assert inserted is not None  # an INSERT of one row always has its key
+            folder_id = inserted[0]
             if snap.points:
                 conn.execute(schema.points.insert(), [{**p.model_dump(), "folder_id": folder_id} for p in snap.points])
             if snap.op_families:
