@@ -144,3 +144,33 @@ def test_a_bad_stored_point_breaks_neither_its_neighbours_nor_other_series(tmp_p
     changes = _cli("changes", "--db", db, "--plan", "gdr")
     assert changes.exit_code == 0 and "gdr TTFT speed-up 2.20x -> 1.70x" in changes.stdout, changes.output
     assert _cli("changes", "--db", db).exit_code == 0
+
+
+def test_nothing_option_shaped_reaches_git(tmp_path, monkeypatch):
+    """git_order's calls take a hex sha only, after --end-of-options: an option-shaped value is never run, and a
+    ref given by the user (--since) is read as a ref, never as an option (no file written)."""
+    import subprocess
+
+    from perfbench.history import git_order
+    from tests.perfbench.history.conftest import make_repo
+
+    (sha,) = make_repo(tmp_path / "repo", 1)
+    repo = tmp_path / "repo"
+    target = tmp_path / "written"
+    calls: list[list[str]] = []
+    real_run = subprocess.run
+
+    def recording_run(args, **kwargs):
+        calls.append(list(args))
+        return real_run(args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", recording_run)
+    for hostile in (f"--output={target}", "--stdin", "HEAD~1", sha.upper()):
+        assert git_order.first_parent_order(repo, hostile) is None
+        assert git_order.commit_date(repo, hostile) is None
+    assert calls == []  # refused before git is run
+    assert git_order.resolve_ref(repo, f"--output={target}") is None and not target.exists()
+    # near miss: the real sha is placed and dated, each call with --end-of-options before it
+    assert git_order.first_parent_order(repo, sha) == 1 and git_order.commit_date(repo, sha).startswith("2026-11-01")
+    placing = [c for c in calls if "--is-shallow-repository" not in c]
+    assert len(placing) == 3 and all(c[c.index("--end-of-options") + 1].startswith(("--output", sha)) for c in placing)
