@@ -200,10 +200,10 @@ def _per_commit(points: list[SeriesPoint]) -> list[tuple[SeriesPoint, float, flo
     out = []
     for order in sorted(by_order):
         group = by_order[order]
-        logs = np.log([p.value for p in group])
-        ses = np.array([log_se_of_interval(p.low, p.high, p.level, p.df) for p in group])  # type: ignore[arg-type]
-        w = 1 / ses**2
-        out.append((group[-1], float(np.sum(w * logs) / np.sum(w)), float(1 / math.sqrt(np.sum(w)))))
+        weights = [log_se_of_interval(p.low, p.high, p.level, p.df) ** -2 for p in group]  # type: ignore[arg-type]
+        total = math.fsum(weights)
+        mean = math.fsum(w * math.log(p.value) for w, p in zip(weights, group)) / total
+        out.append((group[-1], mean, 1 / math.sqrt(total)))
     return out
 
 
