@@ -25,7 +25,7 @@ WAIT_ENV_VAR = "PERFBENCH_HISTORY_WAIT_S"
 DEFAULT_WAIT_S = 30.0  # how long a writer waits for another one (two CI jobs ingesting at once)
 MASK = "***"
 # a key=value pair (in a URL's query, or a libpq key=value string) whose value is a credential
-_SECRET_VALUE = re.compile(r"(?i)((?:^|[?&;\s])[^=&;?\s]*(?:pass|secret|token)[^=&;?\s]*=)[^&;\s]*")
+_SECRET_VALUE = re.compile(r"(?i)((?:^|[?&;\s])[^=&;?\s]*(?:pass|secret|token)[^=&;?\s]*\s*=\s*)[^&;\s]*")
 # where a URL's query begins: the first `?` followed by key=value (a `?` inside a password has an `@` after it)
 _QUERY = re.compile(r"\?[^?@/]*=")
 

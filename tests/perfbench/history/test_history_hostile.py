@@ -29,6 +29,9 @@ SECRET = "s3cr@t/pw"
     f"postgresql://me@127.0.0.1:9/none?sslmode=disable&sslpassword={SECRET}",
     "postgresql://me:s3cr?t@127.0.0.1:9/none",  # a ? in the password
     f"postgresql://me@127.0.0.1:9/none?PassWord={SECRET}",
+    f"postgres://me:{SECRET}@127.0.0.1:9/none",
+    f"postgresql://:{SECRET}@127.0.0.1:9/none?host=/tmp",
+    f"postgresql://me@127.0.0.1:9/none?sslmode=require&authtoken={SECRET}",
 ])
 def test_a_store_url_never_shows_its_password(url, monkeypatch):
     shown = location.shown(url)
@@ -37,6 +40,10 @@ def test_a_store_url_never_shows_its_password(url, monkeypatch):
     for args in (("show", "--db", url), ("ingest", "/nonexistent-folder", "--db", url), ("migrate", "--db", url)):
         result = _cli(*args)
         assert result.exit_code == 2 and "s3cr" not in result.output, result.output
+
+
+def test_a_key_value_string_never_shows_its_password():
+    assert location.shown("host=127.0.0.1 password = s3cr dbname=h") == "host=127.0.0.1 password = *** dbname=h"
 
 
 def test_a_url_without_credentials_is_shown_as_given():
