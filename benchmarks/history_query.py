@@ -47,7 +47,8 @@ def _snapshot(i: int, rng: random.Random) -> Snapshot:
                                     low=gain * 0.96, high=gain * 1.04, n=20, verdict="faster", basis="blocks"))
         points += [Point(family="once", run_id=plan, plan=plan, shape=SHAPE, metric=m, value=v, n=1)
                    for m, v in (("compile_s", 1.5), ("first_ttft_ms", 400.0))]
-    return Snapshot(identity=f"/results/sweep-{i:05d}", content_hash=f"{i:064x}", kind="results", sha=f"{i:040x}",
+    return Snapshot(path=f"/results/sweep-{i:05d}", run_key=f"{i:064x}", content_hash=f"{i:064x}", kind="results",
+                    sha=f"{i:040x}",
                     dirty=False, commit_order=i, scenario="default_cpu", machine_key=MACHINES[i % len(MACHINES)],
                     software_key="torch 2.13.0", emulated=False, recorded_at=f"2026-12-01T00:00:{i % 60:02d}+00:00",
                     points=points)

@@ -551,6 +551,30 @@ def history_page(db: str | None, family: str | None, scenario: str | None, machi
     click.echo(store_line(db), err=True)
 
 
+@history.command("forget")
+@click.argument("targets", nargs=-1, required=True, metavar="FOLDER|SHA...")
+@DB
+@user_errors
+def history_forget(targets: tuple[str, ...], db: str | None) -> None:
+    """Remove stored folders: a FOLDER's content (else what was stored from its path), or every folder of a
+    commit SHA (a prefix of 4 or more hex digits)."""
+    from perfbench.history.commands import forget_command, store_line
+
+    click.echo(forget_command(list(targets), db))
+    click.echo(store_line(db), err=True)
+
+
+@history.command("migrate")
+@DB
+@user_errors
+def history_migrate(db: str | None) -> None:
+    """Bring the store to this perfbench's schema (what an ingest does first; reads never migrate)."""
+    from perfbench.history.commands import migrate_command, store_line
+
+    click.echo(migrate_command(db))
+    click.echo(store_line(db), err=True)
+
+
 @history.command("export")
 @DB
 @click.option("--out", type=click.Path(dir_okay=False), help="JSON file (default stdout).")

@@ -27,6 +27,7 @@ is what an interval must cover, so the cluster is the statistical unit:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -247,6 +248,28 @@ def regressions(ratios: Sequence[PairedRatio]) -> list[bool]:
     return [r.verdict == SLOWER and p < (1 - r.level) / 2 for r, p in zip(ratios, adjusted)]
 
 
+def interval_df(clusters: int) -> int:
+    """The degrees of freedom of `interval_over_clusters` over that many clusters (0: no interval)."""
+    if clusters < MIN_CLUSTERS:
+        return 0
+    if clusters < YUEN_MIN_CLUSTERS:
+        return clusters - 1
+    return clusters - 2 * int(math.floor(TRIM * clusters)) - 1
+
+
+def log_se_of_interval(low: float, high: float, level: float = CI_LEVEL, df: float | None = None) -> float:
+    """The standard error on the log scale behind a ratio's interval [low, high] at `level`: a t interval with
+    `df` degrees of freedom, or (df None) a normal or bootstrap one."""
+    return (math.log(high) - math.log(low)) / (2 * _two_sided_quantile(level, df))
+
+
+@functools.lru_cache(maxsize=1024)
+def _two_sided_quantile(level: float, df: float | None) -> float:
+    """Student's t (df) or the normal quantile of a two-sided interval at `level` (a history reads thousands of
+    intervals of a few levels and dfs: scipy's ppf costs ~0.2 ms a call)."""
+    return float(scipy_stats.t.ppf((1 + level) / 2, df) if df is not None else scipy_stats.norm.ppf((1 + level) / 2))
+
+
 def ratio_of_intervals(first: tuple[float, float, float, int], second: tuple[float, float, float, int],
                        level: float = CI_LEVEL) -> tuple[float, float]:
     """second / first of two independent estimates, each (value, low, high, clusters) with a t interval at
@@ -257,8 +280,7 @@ def ratio_of_intervals(first: tuple[float, float, float, int], second: tuple[flo
     for value, low, high, clusters in (first, second):
         if clusters < MIN_CLUSTERS or not (0 < low <= value <= high < math.inf):
             return (second[0] / first[0] if first[0] > 0 else math.inf), 1.0
-        quantile = float(scipy_stats.t.ppf((1 + level) / 2, clusters - 1))
-        parts.append(((math.log(high) - math.log(low)) / (2 * quantile), clusters - 1))
+        parts.append((log_se_of_interval(low, high, level, clusters - 1), clusters - 1))
     (se1, df1), (se2, df2) = parts
     diff = math.log(second[0]) - math.log(first[0])
     var = se1**2 + se2**2

@@ -4,10 +4,10 @@
   schema.py     the tables and their versioned migrations (schema_version)
   records.py    the typed rows a folder becomes (ab.json is read by perfbench/results/ab_record.py)
   extract.py    one folder -> a `Snapshot` (metrics, paired speed-ups, ab verdicts, op families)
-  git_order.py  a commit's position on first-parent history
-  store.py      ingest (one transaction, idempotent) and the queries behind show / export
+  git_order.py  a commit's position on first-parent history, its date, shallow clones
+  store.py      ingest (one transaction, keyed by content), forget, migrate; reads without locks
   series.py     points grouped into series that never mix machines, software or emulation
-  changes.py    change points on a series (ruptures, confirmed by a z-test on the CIs)
+  changes.py    change points on a series (binary segmentation, confirmed by a test on the CIs)
   page.py       the offline trend page
   commands.py   the text each subcommand prints
 """

@@ -1,16 +1,20 @@
-"""Change points of a series over commits: where a plan's speed-up or a run's median moved, and by how much.
+"""Change points of a series over commits: where a plan's speed-up, a run's median or an ab ratio moved, and by how
+much.
 
-Each point is a log value with a standard error from its 95% CI (several points of one commit are pooled by inverse
-variance). Where the points scatter more than their CIs say (CIs that understate the variation between processes),
-every standard error is widened by the robust spread of successive differences (`dispersion`), and the tests below
-use that estimate's degrees of freedom. ruptures' Pelt proposes breakpoints under an inverse-variance weighted
-squared-error cost (`WeightedL2`: a point with a narrow CI counts more); each one is then confirmed between the
-segments either side of it: the inverse-variance means of the two segments differ by a z-test whose standard errors
-are those of the CIs; where the points scatter more than their CIs say (a segment's chi-square over its degrees of
-freedom above 1), the variance is inflated by that ratio and the test becomes a t-test on the segments' points. A
-candidate that is not significant at `ALPHA`, or whose size is below `min_magnitude` (default: the equivalence
-band, 5%), is dropped and the segments merged, weakest first, until every remaining change passes both. Rates on
-synthetic series shaped like real ones are tested in tests/perfbench/history/test_history_changes.py.
+Each point is a log value with a standard error read from its CI (the CI's level, and the t quantile of its
+degrees of freedom where it is a t interval over clusters or rounds: `perfbench.analysis.paired.log_se_of_interval`;
+several points of one commit are pooled by inverse variance). Where the points scatter more than their CIs say (CIs
+that understate the variation between processes), every standard error is widened by the robust spread of
+successive differences (`dispersion`), and the tests below use that estimate's degrees of freedom. Binary
+segmentation proposes breakpoints under an inverse-variance weighted squared-error cost (a point with a narrow CI
+counts more), from prefix sums: each level of splitting is one vectorized pass, O(n log n) per series. Each
+candidate is then confirmed between the segments either side of it: the inverse-variance means of the two segments
+differ by a z-test whose standard errors are those of the CIs; where the points scatter more than their CIs say (a
+segment's chi-square over its degrees of freedom above 1), the variance is inflated by that ratio and the test
+becomes a t-test on the segments' points. A candidate that is not significant at `ALPHA`, or whose size is below
+`min_magnitude` (default: the equivalence band, 5%), is dropped and the segments merged, weakest first, until
+every remaining change passes both. Rates on synthetic series shaped like real ones are tested in
+tests/perfbench/history/test_history_changes.py.
 """
 
 from __future__ import annotations
@@ -18,19 +22,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import ruptures
 from pydantic import BaseModel, ConfigDict
-from ruptures.base import BaseCost
 from scipy import stats as scipy_stats
 
+from perfbench.analysis.paired import log_se_of_interval
 from perfbench.history.series import Series, SeriesKey, SeriesPoint
 
 DEFAULT_MIN_MAGNITUDE = 0.05  # the equivalence band: a smaller change is never reported
 ALPHA = 1e-4  # per candidate: a few candidates per series, and at most 1 false change per 100 series
 MIN_SIZE = 2  # points (commits) a segment needs on each side of a change
-Z95 = scipy_stats.norm.ppf(0.975)
 MAD_EFFICIENCY = 0.37  # of the median absolute deviation against the standard deviation, for normal data
-CHANGE_FAMILIES = ("speedup", "median")  # levels over commits (ab ratios compare two commits already)
+# levels over commits; an ab folder's head/base ratio is one too when CI compares every commit with one base (a
+# release, the main branch's tip of a fixed day): a step in it is a change of head (docs/ci.md)
+CHANGE_FAMILIES = ("speedup", "median", "ab")
 
 
 class Segmented(BaseModel):
@@ -50,25 +54,44 @@ class Segmented(BaseModel):
         return self.after / self.before - 1.0
 
 
-class WeightedL2(BaseCost):
-    """Inverse-variance weighted squared error of a segment around its weighted mean, from cumulative sums (O(1)
-    per segment). The signal's columns: the value and its weight."""
+class PrefixSums:
+    """Inverse-variance weighted squared error of any segment around its weighted mean, from cumulative sums: O(1)
+    per segment, and every split of a segment at once in one vectorized step."""
 
-    model = "weighted_l2"
-    min_size = MIN_SIZE
+    def __init__(self, y: np.ndarray, w: np.ndarray) -> None:
+        self.w = np.concatenate([[0.0], np.cumsum(w)])
+        self.wy = np.concatenate([[0.0], np.cumsum(w * y)])
+        self.wyy = np.concatenate([[0.0], np.cumsum(w * y * y)])
 
-    def fit(self, signal: np.ndarray) -> WeightedL2:
-        self.signal = signal  # ruptures reads its length
-        y, w = signal[:, 0], signal[:, 1]
-        self._w = np.concatenate([[0.0], np.cumsum(w)])
-        self._wy = np.concatenate([[0.0], np.cumsum(w * y)])
-        self._wyy = np.concatenate([[0.0], np.cumsum(w * y * y)])
-        return self
+    def cost(self, start: np.ndarray | int, end: np.ndarray | int) -> np.ndarray:
+        w = self.w[end] - self.w[start]
+        wy = self.wy[end] - self.wy[start]
+        return np.asarray(self.wyy[end] - self.wyy[start] - wy * wy / w)
 
-    def error(self, start: int, end: int) -> float:
-        w = self._w[end] - self._w[start]
-        wy = self._wy[end] - self._wy[start]
-        return float(self._wyy[end] - self._wyy[start] - wy * wy / w)
+    def best_split(self, start: int, end: int) -> tuple[int, float]:
+        """The split of [start, end) into two segments of MIN_SIZE or more that lowers the cost most, and by how
+        much (0 when the segment is too short to split)."""
+        splits = np.arange(start + MIN_SIZE, end - MIN_SIZE + 1)
+        if splits.size == 0:
+            return start, 0.0
+        gains = self.cost(start, end) - self.cost(start, splits) - self.cost(splits, end)
+        best = int(np.argmax(gains))
+        return int(splits[best]), float(gains[best])
+
+
+def binary_segmentation(y: np.ndarray, w: np.ndarray, penalty: float) -> list[int]:
+    """Breakpoints of `y` (weights `w`): each segment is split where that lowers the weighted squared error most,
+    while the gain exceeds `penalty`. Each level of splitting costs O(n) (prefix sums, one vectorized pass per
+    segment): O(n log n) for a series whose changes split it evenly, O(n k) for k changes at worst."""
+    sums = PrefixSums(y, w)
+    found, pending = [], [(0, len(y))]
+    while pending:
+        start, end = pending.pop()
+        split, gain = sums.best_split(start, end)
+        if gain > penalty:
+            found.append(split)
+            pending += [(start, split), (split, end)]
+    return sorted(found)
 
 
 def _segment_stats(y: np.ndarray, se: np.ndarray) -> tuple[float, float, bool]:
@@ -113,8 +136,7 @@ def change_points(y: np.ndarray, se: np.ndarray, min_magnitude: float = DEFAULT_
     se = se * factor
     df = MAD_EFFICIENCY * (n - 2) if factor > 1.0 else None
     # the cost is in units of the CIs' variance: a breakpoint costs a BIC-like penalty; the t-test below decides
-    algo = ruptures.Pelt(custom_cost=WeightedL2(), min_size=MIN_SIZE, jump=1).fit(np.column_stack([y, 1 / se**2]))
-    splits = [b for b in algo.predict(pen=3.0 * math.log(n)) if b < n]
+    splits = binary_segmentation(y, 1 / se**2, penalty=3.0 * math.log(n))
     while True:
         bounds = [0, *splits, n]
         tested = []
@@ -147,8 +169,8 @@ class Change(BaseModel):
 
     def line(self) -> str:
         """One line: what moved, from what to what, between which commits, by how much and how surely."""
-        unit = "x" if self.key.family == "speedup" else " ms"
-        what = "speed-up" if self.key.family == "speedup" else "median"
+        unit = " ms" if self.key.family == "median" else "x"
+        what = {"speedup": "speed-up", "median": "median", "ab": "head/base"}[self.key.family]
         metric = self.key.metric.replace("_ms", "").upper()
         return (f"{self.key.plan} {metric} {what} {self.before:.2f}{unit} -> {self.after:.2f}{unit} between "
                 f"{self.sha_before[:10]} and {self.sha_after[:10]} ({self.size:+.1%}, p={self.p_value:.1g}, "
@@ -159,20 +181,29 @@ class Change(BaseModel):
             " · emulated" if self.key.emulated else "")
 
 
+def usable(p: SeriesPoint) -> bool:
+    """A point on the commit axis with a proper CI around it (a stored point that is not, from a store older than
+    ingest's checks, is left out of its series without breaking it or any other)."""
+    return (p.commit_order is not None and p.low is not None and p.high is not None
+            and 0 < p.low <= p.value <= p.high < math.inf and p.high > p.low and 0 < p.level < 1
+            and (p.df is None or p.df >= 1))
+
+
 def _per_commit(points: list[SeriesPoint]) -> list[tuple[SeriesPoint, float, float]]:
     """(last point, pooled log value, its standard error) per commit, in commit order; points without a CI
-    cannot be weighted and are left out."""
+    cannot be weighted and are left out. Each standard error comes from its CI's half-width on the log scale and
+    the quantile of that CI: t with its df for a t interval, normal for a bootstrap one."""
     by_order: dict[int, list[SeriesPoint]] = {}
     for p in points:
-        if p.commit_order is not None and p.low and p.high and p.value > 0 and p.high > p.low:
-            by_order.setdefault(p.commit_order, []).append(p)
+        if usable(p):
+            by_order.setdefault(p.commit_order, []).append(p)  # type: ignore[arg-type]
     out = []
     for order in sorted(by_order):
         group = by_order[order]
-        logs = np.log([p.value for p in group])
-        ses = np.array([(math.log(p.high) - math.log(p.low)) / (2 * Z95) for p in group])  # type: ignore[arg-type]
-        w = 1 / ses**2
-        out.append((group[-1], float(np.sum(w * logs) / np.sum(w)), float(1 / math.sqrt(np.sum(w)))))
+        weights = [log_se_of_interval(p.low, p.high, p.level, p.df) ** -2 for p in group]  # type: ignore[arg-type]
+        total = math.fsum(weights)
+        mean = math.fsum(w * math.log(p.value) for w, p in zip(weights, group)) / total
+        out.append((group[-1], mean, 1 / math.sqrt(total)))
     return out
 
 

@@ -11,23 +11,28 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perfbench.analysis import stats
+from perfbench.analysis import paired, stats
 from perfbench.analysis.rounds import merge_rounds
-from perfbench.analysis.speedup import LATENCIES, plan_label, speedups
+from perfbench.analysis.speedup import LATENCIES, MIN_T_ROUNDS, Speedup, plan_label, speedups
 from perfbench.errors import UserError
-from perfbench.history.git_order import first_parent_order
+from perfbench.history.git_order import commit_date, first_parent_order, is_sha
 from perfbench.history.records import FolderKind, OpFamily, Point, Snapshot
+from perfbench.history.schema import run_key
 from perfbench.results import RunResult, load_folder
 from perfbench.results.ab_record import AB_FILE, ABRecord, read_ab_record
 
 BASELINE_FILE, RESULTS_FILE = "baseline.json", "results.jsonl"
 ONCE_METRICS = ("compile_s", "first_ttft_ms")  # measured once per run: no CI
 TOP_FAMILIES = 5
+# no latency of one token or request takes 11 days: a larger sample is a broken timer or a unit error, and would
+# overflow the statistics (squares of 1e308 are infinite)
+MAX_SAMPLE_MS = 1e9
 
 
 def content_hash(folder: Path) -> str:
@@ -97,6 +102,15 @@ def _median_points(merged: list[RunResult]) -> list[Point]:
     return out
 
 
+def _speedup_df(gain: Speedup) -> float | None:
+    """The t interval's degrees of freedom behind a speed-up's CI (speedup.py's rules); None: a bootstrap CI."""
+    if gain.basis == "blocks":
+        return float(paired.interval_df(gain.clusters)) or None
+    if gain.basis == "rounds":
+        return float(gain.n - 1) if gain.n >= MIN_T_ROUNDS else None
+    return None
+
+
 def _speedup_points(results: list[RunResult]) -> list[Point]:
     """Each plan over the baseline of its shape (speedup.py compares within one shape's runs)."""
     by_shape: dict[str, list[RunResult]] = defaultdict(list)
@@ -114,7 +128,7 @@ def _speedup_points(results: list[RunResult]) -> list[Point]:
                 if gain is not None:
                     out.append(Point(family="speedup", run_id=cid, plan=plan_label(merged[cid]), shape=shape,
                                      metric=key, value=gain.value, low=gain.low, high=gain.high, n=gain.n,
-                                     verdict=gain.verdict, basis=gain.basis))
+                                     verdict=gain.verdict, basis=gain.basis, df=_speedup_df(gain)))
     return out
 
 
@@ -147,8 +161,10 @@ def _ab_points(record: ABRecord, merged: dict[str, RunResult]) -> list[Point]:
         label = plan_label(head) if head is not None else rid
         shape = head.shape().label() if head is not None else ""
         for metric, v in sorted(per.items()):
+            df = float(paired.interval_df(v.clusters)) if v.method in ("t", "yuen") else 0.0
             out.append(Point(family="ab", run_id=rid, plan=label, shape=shape, metric=metric, value=v.ratio,
-                             low=v.ci_low, high=v.ci_high, n=v.pairs, verdict=v.verdict, basis="pairs"))
+                             low=v.ci_low, high=v.ci_high, n=v.pairs, verdict=v.verdict, basis="pairs",
+                             level=v.level, df=df or None))
     return out
 
 
@@ -158,8 +174,39 @@ def kind_of(folder: Path) -> FolderKind:
     return "baseline" if (folder / BASELINE_FILE).is_file() else "results"
 
 
+def _check_samples(results: list[RunResult], lines: dict[str, int], path: Path) -> None:
+    """Every latency sample a positive number of ms below MAX_SAMPLE_MS, every once-measured figure one >= 0:
+    anything else is refused naming the line, the run and the field (it would break every statistic of its
+    series)."""
+    for r in results:
+        where = f"{path}:{lines.get(r.run_id, '?')}: run {r.run_id}"
+        if r.status != "ok":
+            continue
+        for key in LATENCIES:
+            raw = r.samples.get(key)
+            if raw is not None and not raw:
+                raise UserError(f"{where}: samples.{key} is empty: an ok run measured no {key}")
+            bad = [x for x in raw or [] if x is not None and math.isfinite(x) and not 0 < x < MAX_SAMPLE_MS]
+            if bad:
+                raise UserError(f"{where}: samples.{key} holds {bad[0]!r}: a latency is a positive number of ms "
+                                f"below {MAX_SAMPLE_MS:g}")
+        for key in ONCE_METRICS:
+            once = r.metric(key)
+            if once is not None and not (math.isfinite(once) and 0 <= once < MAX_SAMPLE_MS):
+                raise UserError(f"{where}: summary.{key} is {once!r}: a duration is a finite number >= 0")
+
+
+def _checked_sha(sha: str | None, where: str) -> str | None:
+    """A recorded commit must be a sha (hex): a ref (HEAD~1) would name another commit in every clone, and an
+    option-shaped value must never reach git."""
+    if sha and not is_sha(sha):
+        raise UserError(f"{where} is {sha[:60]!r}: not a commit sha (7 to 64 lower-case hex digits)")
+    return sha or None
+
+
 def snapshot(folder: Path, repo: Path) -> Snapshot:
-    """The folder's snapshot; UserError (one line naming file and line) for anything that cannot be stored."""
+    """The folder's snapshot; UserError (one line naming file and line) for anything that cannot be stored.
+    `repo` places its commit: the first-parent position from a full clone, the commit date from any clone."""
     loaded = load_folder(folder)
     kind = kind_of(folder)
     results = sorted(loaded.results, key=lambda r: r.run_id)
@@ -167,6 +214,7 @@ def snapshot(folder: Path, repo: Path) -> Snapshot:
         raise UserError(f"{folder / RESULTS_FILE}: holds no runs")
     path = folder / RESULTS_FILE
     lines = _lines(path)
+    _check_samples(results, lines, path)
     recorded = [r for r in results if r.env] or results
     machine = _one(recorded, lines, path, "machine", machine_key)
     software = _one(recorded, lines, path, "software", software_key)
@@ -174,9 +222,12 @@ def snapshot(folder: Path, repo: Path) -> Snapshot:
     scenario = _one(results, lines, path, "scenario", lambda r: r.spec.scenario)
     ab = read_ab(folder) if kind == "ab" else None
     if ab is not None:
-        sha, dirty, base_sha = ab.head.sha, ab.head.dirty, ab.base.sha
+        sha = _checked_sha(ab.head.sha, f"{folder / AB_FILE}: head.sha")
+        dirty = ab.head.dirty
+        base_sha = _checked_sha(ab.base.sha, f"{folder / AB_FILE}: base.sha")
     else:
-        sha = _one(recorded, lines, path, "commit", lambda r: r.env.git_sha) or None
+        recorded_sha = _one(recorded, lines, path, "commit", lambda r: r.env.git_sha) or None
+        sha = _checked_sha(recorded_sha, f"{path}:{lines.get(recorded[0].run_id, '?')}: env.git_sha")
         dirty = any(bool(r.env.git_dirty) for r in recorded)
         base_sha = None
     merged = merge_rounds(results)
@@ -184,8 +235,11 @@ def snapshot(folder: Path, repo: Path) -> Snapshot:
     if ab is None:
         points += _median_points(merged) + _speedup_points(results)
     dates = sorted(d for r in results if (d := r.started_at or r.env.date))
-    return Snapshot(identity=str(folder.resolve()), content_hash=content_hash(folder), kind=kind, sha=sha,
-                    dirty=dirty, commit_order=first_parent_order(repo, sha) if sha else None, base_sha=base_sha,
+    recorded_at = dates[0] if dates else ""
+    return Snapshot(path=str(folder.resolve()),
+                    run_key=run_key(kind, sha, scenario, machine, software, emulated, recorded_at),
+                    content_hash=content_hash(folder), kind=kind, sha=sha, dirty=dirty,
+                    commit_order=first_parent_order(repo, sha) if sha else None,
+                    commit_date=commit_date(repo, sha) if sha else None, base_sha=base_sha,
                     scenario=scenario, machine_key=machine, software_key=software, emulated=emulated,
-                    recorded_at=dates[0] if dates else "", points=points, op_families=_op_families(folder, merged))
-
+                    recorded_at=recorded_at, points=points, op_families=_op_families(folder, merged))

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfbench.analysis.stats import CI_LEVEL
+
 FolderKind = Literal["results", "ab", "baseline"]
 # median: a run's median latency; speedup: a plan's paired speed-up over the baseline of its sweep; ab: head/base
 # of an ab job; once: a figure measured once per run (compile_s, first_ttft_ms), no CI
@@ -28,6 +30,10 @@ class Point(BaseModel):
     n: int = 0  # samples, pairs or rounds behind the figure
     verdict: str = ""
     basis: str = ""
+    level: float = CI_LEVEL  # the confidence level of [low, high]
+    # the degrees of freedom of the t interval [low, high] is (clusters or rounds less what the rule spends);
+    # None: a bootstrap or normal interval (its standard error is read with the normal quantile)
+    df: float | None = None
 
 
 class OpFamily(BaseModel):
@@ -44,14 +50,17 @@ class OpFamily(BaseModel):
 
 
 class Snapshot(BaseModel):
-    """A folder as stored: where and what it ran on, and what it measured."""
+    """A folder as stored: what it measured (`content_hash`), which run it was (`run_key`), where it lay when it
+    was ingested (`path`, for links only: CI writes every pipeline's folder to the same path), and what it ran on."""
 
-    identity: str
+    path: str
+    run_key: str  # the run's own identity: kind, commit, scenario, machine, software, emulation and start time
     content_hash: str
     kind: FolderKind
     sha: str | None = None
     dirty: bool | None = None
-    commit_order: int | None = None
+    commit_order: int | None = None  # first-parent position from a full history; None where unknown (shallow)
+    commit_date: str | None = None  # the committer date (ISO 8601, UTC): orders commits whose position is unknown
     base_sha: str | None = None
     scenario: str
     machine_key: str

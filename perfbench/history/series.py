@@ -1,12 +1,21 @@
 """Points grouped into series. A series is one figure (a plan's speed-up, a run's median, an ab ratio) of one
 scenario and shape, on one machine key, one software key, emulated or real: it never mixes them, so a step in it
-is a change of the code, not of the machine."""
+is a change of the code, not of the machine.
+
+A point's `commit_order` is its commit's place on the x axis: the first-parent position where every loaded commit
+has one (a full clone placed them all); otherwise the rank of the commit in a merged order, where commits with a
+position keep theirs and commits known only by their date (ingested from a shallow clone) sit after the last
+positioned commit committed before them. A commit with neither is a one-off (None)."""
 
 from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
+from perfbench.analysis.stats import CI_LEVEL
 from perfbench.history import schema
 from perfbench.history.store import Store
 
@@ -44,6 +53,9 @@ class SeriesPoint(BaseModel):
     high: float | None
     n: int
     verdict: str
+    commit_date: str | None = None
+    level: float = CI_LEVEL  # of [low, high]
+    df: float | None = None  # of the t interval [low, high]; None: a normal or bootstrap interval
 
 
 class Series(BaseModel):
@@ -67,12 +79,33 @@ class Filters(BaseModel):
     metric: str | None = None
 
 
+def commit_positions(commits: Mapping[str, tuple[int | None, str | None]]) -> dict[str, int]:
+    """sha -> place on the x axis, from sha -> (first-parent position, commit date); see the module's docstring."""
+    placed = {sha: order for sha, (order, _date) in commits.items() if order is not None}
+    dated = {sha: date for sha, (order, date) in commits.items() if order is None and date}
+    if not dated:
+        return placed
+    ranked = sorted(placed, key=lambda sha: placed[sha])
+    # the latest date seen along the positioned commits (dates need not rise: a rebase rewrites them)
+    latest: list[str] = []
+    for sha in ranked:
+        latest.append(max(latest[-1] if latest else "", commits[sha][1] or ""))
+    order_key: dict[str, tuple[int, int, str]] = {sha: (i, 0, "") for i, sha in enumerate(ranked)}
+    for sha, date in dated.items():
+        order_key[sha] = (bisect.bisect_right(latest, date) - 1, 1, date)
+    return {sha: rank for rank, sha in enumerate(sorted(order_key, key=lambda s: (order_key[s], s)), 1)}
+
+
+def _columns() -> Sequence[object]:
+    f, p = schema.folders.c, schema.points.c
+    return (f.scenario, f.machine_key, f.software_key, f.emulated, f.sha, f.dirty, f.commit_order, f.commit_date,
+            f.path, f.kind, f.recorded_at, p.family, p.shape, p.plan, p.metric, p.value, p.low, p.high, p.n,
+            p.verdict, p.level, p.df)
+
+
 def load_series(store: Store, filters: Filters) -> list[Series]:
     f, p = schema.folders.c, schema.points.c
-    query = (select(f.scenario, f.machine_key, f.software_key, f.emulated, f.sha, f.dirty, f.commit_order,
-                    f.identity, f.kind, f.recorded_at, p.family, p.shape, p.plan, p.metric, p.value, p.low, p.high,
-                    p.n, p.verdict)
-             .join(schema.points, p.folder_id == f.id))
+    query = select(*_columns()).join(schema.points, p.folder_id == f.id)  # type: ignore[call-overload]
     for column, wanted in ((p.family, filters.family), (f.scenario, filters.scenario), (p.plan, filters.plan),
                            (p.metric, filters.metric)):
         if wanted is not None:
@@ -80,12 +113,16 @@ def load_series(store: Store, filters: Filters) -> list[Series]:
     if filters.machine is not None:
         query = query.where(f.machine_key.contains(filters.machine, autoescape=True))
     with store.reading() as conn:
-        rows = conn.execute(query).mappings().all()
+        rows = conn.execute(query).mappings().all() if conn is not None else []
+    positions = commit_positions({row["sha"]: (row["commit_order"], row["commit_date"]) for row in rows
+                                  if row["sha"]})
     grouped: dict[SeriesKey, list[SeriesPoint]] = {}
     for row in rows:
         key = SeriesKey(**{name: row[name] for name in SeriesKey.model_fields})
-        grouped.setdefault(key, []).append(SeriesPoint(folder=row["identity"], **{
-            name: row[name] for name in SeriesPoint.model_fields if name != "folder"}))
+        fields = {name: row[name] for name in SeriesPoint.model_fields if name not in ("folder", "commit_order")}
+        grouped.setdefault(key, []).append(SeriesPoint(
+            folder=row["path"], commit_order=positions.get(row["sha"]) if row["sha"] else None,
+            **{**fields, "level": fields["level"] or CI_LEVEL}))
     return [Series(key=key, points=sorted(points, key=lambda pt: (pt.commit_order is None, pt.commit_order or 0,
                                                                    pt.recorded_at)))
             for key, points in sorted(grouped.items(), key=lambda item: item[0].model_dump_json())]

@@ -26,7 +26,7 @@ ENV = {"git_sha": "0" * 40, "git_dirty": False, "torch": "2.13.0+cpu", "device":
 
 
 def blocked_run(run_id: str, on: tuple[str, ...], ttft: float, tpot: float, env: dict, scenario: str = "syn",
-                blocks: bool = True) -> RunResult:
+                blocks: bool = True, started_at: str = "2026-12-01T10:00:00+00:00") -> RunResult:
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES})
     return RunResult(run_id=run_id, status="ok",
                      spec=RunSpec(run_id=run_id, scenario=scenario, timing="blocks" if blocks else "separate",
@@ -35,18 +35,20 @@ def blocked_run(run_id: str, on: tuple[str, ...], ttft: float, tpot: float, env:
                      summary={"compile_s": 1.5, "first_ttft_ms": ttft * 3},
                      blocks={"group": "g", "process": "p1", "index": list(range(len(DRIFT))),
                              "epoch": [i // 5 for i in range(len(DRIFT))]} if blocks else {},
-                     env=env, started_at="2026-12-01T10:00:00+00:00")
+                     env=env, started_at=started_at)
 
 
 def write_sweep(folder: Path, *, sha: str, gdr: float = 2.0, ttft: float = 100.0, tpot: float = 10.0,
-                scenario: str = "syn", env: dict | None = None, traces: bool = False, blocks: bool = False) -> Path:
+                scenario: str = "syn", env: dict | None = None, traces: bool = False, blocks: bool = False,
+                started_at: str = "2026-12-01T10:00:00+00:00") -> Path:
     """A sweep of three plans: all off (ttft, tpot), gdr (gdr x faster TTFT) and rope (no change). Timed
     separately by default (speed-up: the ratio of medians); `blocks`: in interleaved blocks (paired speed-ups,
-    whose bootstrap takes about a second per plan here)."""
+    whose bootstrap takes about a second per plan here). `started_at`: when its runs started (with the commit,
+    the run's own identity in the store)."""
     env = {**ENV, **(env or {}), "git_sha": sha}
-    runs = [blocked_run("base", (), ttft, tpot, env, scenario, blocks),
-            blocked_run("gdr", ("chunk_gdr",), ttft / gdr, tpot, env, scenario, blocks),
-            blocked_run("rope", ("fused_rope",), ttft, tpot, env, scenario, blocks)]
+    runs = [blocked_run("base", (), ttft, tpot, env, scenario, blocks, started_at),
+            blocked_run("gdr", ("chunk_gdr",), ttft / gdr, tpot, env, scenario, blocks, started_at),
+            blocked_run("rope", ("fused_rope",), ttft, tpot, env, scenario, blocks, started_at)]
     write_results(folder, runs)
     (folder / "scenario.json").write_text(json.dumps({"name": scenario}))
     if traces:
@@ -119,3 +121,19 @@ def pg_db(postgres_url: str) -> Iterator[str]:
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     yield postgres_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+def make_repo(path: Path, commits: int) -> list[str]:
+    """A git repository of `commits` empty commits on one branch, a minute apart (so the commit dates order them
+    as the history does); their shas, oldest first."""
+    path.mkdir(parents=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    shas = []
+    for i in range(commits):
+        stamp = f"2026-11-01T10:{i:02d}:00+00:00"
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"c{i}"], check=True,
+                       env={**os.environ, "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp})
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    return shas

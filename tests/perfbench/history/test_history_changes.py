@@ -123,3 +123,59 @@ def test_changes_command_names_the_commits_either_side(tmp_path, sweep):
     assert bigger.stdout.startswith("no change of 30% or more")
     assert "--since nope" in one_error_line(runner.invoke(main, ["history", "changes", "--db", db, "--since", "nope",
                                                                  "--repo", str(tmp_path / "repo")]))
+
+
+def test_binary_segmentation_finds_each_step_of_a_long_series_and_none_in_a_flat_one():
+    from perfbench.history.changes import binary_segmentation
+
+    rng = np.random.default_rng(5)
+    n = 5000
+    se = np.full(n, 0.02)
+    flat = rng.normal(0.0, 0.02, n)
+    assert binary_segmentation(flat, 1 / se**2, penalty=3.0 * math.log(n)) == []
+    stepped = flat.copy()
+    stepped[1200:] += math.log(0.9)
+    stepped[3700:] += math.log(1.2)
+    assert binary_segmentation(stepped, 1 / se**2, penalty=3.0 * math.log(n)) == [1200, 3700]
+    assert [c.index for c in change_points(stepped, se)] == [1200, 3700]
+
+
+def test_a_t_interval_is_read_with_its_degrees_of_freedom_and_level():
+    """A CI over 3 clusters (df 2) is t(2) = 4.30 standard errors wide, not 1.96: read as normal, its point would
+    count 4.8 times too much. A 90% CI is narrower than a 95% one for the same standard error."""
+    from scipy import stats as scipy_stats
+
+    from perfbench.history.changes import _per_commit
+    from perfbench.history.series import SeriesPoint
+
+    def point(df: float | None, level: float = 0.95) -> SeriesPoint:
+        return SeriesPoint(sha="a" * 40, dirty=False, commit_order=1, folder="/f", kind="results", recorded_at="",
+                           value=2.0, low=2.0 / 1.1, high=2.0 * 1.1, n=12, verdict="", df=df, level=level)
+
+    (_, _, se_t), = _per_commit([point(2.0)])
+    (_, _, se_z), = _per_commit([point(None)])
+    (_, _, se_90), = _per_commit([point(None, 0.90)])
+    assert se_z / se_t == pytest.approx(scipy_stats.t.ppf(0.975, 2) / scipy_stats.norm.ppf(0.975))
+    assert se_t == pytest.approx(math.log(1.1) / scipy_stats.t.ppf(0.975, 2))
+    assert se_90 / se_z == pytest.approx(scipy_stats.norm.ppf(0.975) / scipy_stats.norm.ppf(0.95))
+
+
+def test_ab_ratios_are_a_change_series(tmp_path, sweep):
+    shas = _repo(tmp_path / "repo", 8)
+    folders = []
+    for i, sha in enumerate(shas):
+        folder = sweep(tmp_path / f"ab{i}", sha=sha, started_at=f"2026-12-01T1{i}:00:00+00:00")
+        ratio = 1.0 if i < 4 else 1.3
+        (folder / "ab.json").write_text(json.dumps({
+            "kind": "perfbench ab", "scenario": "syn", "emulation": None, "base": {"ref": "v1", "sha": shas[0]},
+            "head": {"ref": "HEAD", "sha": sha, "dirty": False}, "exit_code": 0,
+            "verdicts": {"gdr": {"tpot_ms": {"ratio": ratio, "ci_low": ratio / 1.03, "ci_high": ratio * 1.03,
+                                             "pairs": 40, "clusters": 8, "method": "t", "level": 0.95,
+                                             "band": 0.05, "verdict": "same"}}}}))
+        folders.append(str(folder))
+    db = str(tmp_path / "h.sqlite")
+    runner = CliRunner()
+    assert runner.invoke(main, ["history", "ingest", *folders, "--db", db, "--repo", str(tmp_path / "repo")]
+                         ).exit_code == 0
+    line = runner.invoke(main, ["history", "changes", "--db", db]).stdout.splitlines()[0]
+    assert line.startswith(f"gdr TPOT head/base 1.00x -> 1.30x between {shas[3][:10]} and {shas[4][:10]}"), line

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine
 
 from perfbench.cli import main
 from perfbench.history import schema
@@ -42,7 +42,7 @@ def _check_round_trip(db: str, tmp_path: Path, sweep) -> None:
     assert first.exit_code == 0, first.output
     assert first.stdout.count("added ") == 60
     store = open_store(db)
-    stored = {s.identity: s for s in snapshots(store)}
+    stored = {s.path: s for s in snapshots(store)}
     assert len(stored) == 60
     for folder, gdr, ttft in folders:
         snap = stored[str(folder.resolve())]
@@ -155,7 +155,7 @@ def test_export_writes_every_stored_folder_as_json(tmp_path, sweep):
     result = _cli("export", "--db", db, "--out", str(out))
     assert result.exit_code == 0 and result.stdout.strip() == f"export: {out}"
     exported = json.loads(out.read_text())
-    assert [e["identity"] for e in exported] == [str(f.resolve()) for f in folders]
+    assert [e["path"] for e in exported] == [str(f.resolve()) for f in folders]
     assert exported == [s.model_dump(mode="json") for s in snapshots(open_store(db))]
 
 
@@ -271,29 +271,63 @@ def test_a_newer_store_is_refused(tmp_path, populated):
     assert "schema version 99 is newer" in one_error_line(_cli("show", "--db", populated))
 
 
-def test_a_version_1_store_opens_and_is_migrated(tmp_path, sweep):
-    db = tmp_path / "v1.sqlite"
-    engine = create_engine(f"sqlite:///{db}")
+# the tables as perfbench created them at schema version 1 (before op families, before version 3's identity by
+# content): an old store is built from this DDL, not from today's tables
+V1_DDL = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE folders (id {id}, identity VARCHAR NOT NULL, content_hash VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+    sha VARCHAR, dirty BOOLEAN, commit_order INTEGER, base_sha VARCHAR, scenario VARCHAR NOT NULL,
+    machine_key VARCHAR NOT NULL, software_key VARCHAR NOT NULL, emulated BOOLEAN NOT NULL,
+    recorded_at VARCHAR NOT NULL, ingested_at VARCHAR NOT NULL, PRIMARY KEY (id), UNIQUE (content_hash));
+CREATE INDEX folders_identity ON folders (identity);
+CREATE TABLE points (id {id}, folder_id INTEGER NOT NULL, family VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+    "plan" VARCHAR NOT NULL, shape VARCHAR NOT NULL, metric VARCHAR NOT NULL, value FLOAT NOT NULL, low FLOAT,
+    high FLOAT, n INTEGER NOT NULL, verdict VARCHAR NOT NULL, basis VARCHAR NOT NULL, PRIMARY KEY (id),
+    FOREIGN KEY(folder_id) REFERENCES folders (id) ON DELETE CASCADE);
+CREATE INDEX points_series ON points (family, "plan", metric);
+CREATE INDEX points_folder ON points (folder_id);
+INSERT INTO schema_version (version) VALUES (1);
+INSERT INTO folders (identity, content_hash, kind, sha, dirty, commit_order, scenario, machine_key, software_key,
+    emulated, recorded_at, ingested_at) VALUES
+    ('/old/a', 'h1', 'results', '{a}', false, 1, 'syn', 'm', 's', false, '2026-01-01', '2026-01-01'),
+    ('/old/b', 'h2', 'results', '{b}', false, 1, 'syn', 'm', 's', false, '2026-01-02', '2026-01-02'),
+    ('/old/c', 'h3', 'results', '{c}', false, 7, 'syn', 'm', 's', false, '2026-01-03', '2026-01-03');
+INSERT INTO points (folder_id, family, run_id, "plan", shape, metric, value, low, high, n, verdict, basis) VALUES
+    (1, 'speedup', 'gdr', 'gdr', 'x', 'ttft_ms', 2.0, 1.9, 2.1, 10, 'faster', 'blocks');
+"""
+
+
+def _check_old_store_migrates(db: str, tmp_path: Path, sweep, id_type: str, first_write: str) -> None:
+    engine = create_engine(db.replace("postgresql://", "postgresql+psycopg://") if "://" in db else f"sqlite:///{db}")
     with engine.begin() as conn:
-        schema.migrate(conn, up_to=1)
-        inserted = conn.execute(schema.folders.insert().values(
-            identity="/old", content_hash="h", kind="results", sha="f" * 40, scenario="syn", machine_key="m",
-            software_key="s", emulated=False, recorded_at="2026-01-01", ingested_at="2026-01-01"))
-        folder_id = inserted.inserted_primary_key[0]
-        conn.execute(schema.points.insert().values(folder_id=folder_id, family="speedup", run_id="gdr", plan="gdr",
-                                                   shape="x", metric="ttft_ms", value=2.0, n=10, verdict="faster",
-                                                   basis="blocks"))
+        for statement in V1_DDL.format(id=id_type, a="a" * 40, b="b" * 40, c="c" * 40).split(";"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
     engine.dispose()
-    with sqlite3.connect(db) as conn:
-        assert "op_families" not in {r[0] for r in conn.execute("select name from sqlite_master")}
-    result = _cli("ingest", str(sweep(tmp_path / "new", sha="a" * 40, traces=True)), "--db", str(db))
+    # a read neither migrates nor waits: it says what to run, and leaves the store as it was
+    line = one_error_line(_cli("show", "--db", db))
+    assert "schema version 1" in line and "perfbench history migrate" in line
+    if first_write == "migrate":
+        assert _cli("migrate", "--db", db).stdout.strip() == f"migrated from schema version 1 to {schema.LATEST}"
+    result = _cli("ingest", str(sweep(tmp_path / "new", sha="d" * 40, traces=True)), "--db", db)
     assert result.exit_code == 0, result.output
-    store = open_store(str(db))
-    with store.reading() as conn:
-        assert conn.execute(select(schema.schema_version.c.version)).scalar() == schema.LATEST
-    old, new = snapshots(store)
-    assert (old.identity, old.points[0].value, old.op_families) == ("/old", 2.0, [])
-    assert new.op_families
+    assert _cli("migrate", "--db", db).stdout.strip() == f"already at schema version {schema.LATEST}"
+    store = open_store(db)
+    old_a, old_b, old_c, new = snapshots(store)
+    assert (old_a.path, old_a.points[0].value, old_a.points[0].level, old_a.op_families) == ("/old/a", 2.0, 0.95, [])
+    assert len({old_a.run_key, old_b.run_key, old_c.run_key, new.run_key}) == 4
+    # position 1 held by two commits was read in a shallow clone: cleared; a position of its own is kept
+    assert (old_a.commit_order, old_b.commit_order, old_c.commit_order) == (None, None, 7)
+    assert new.op_families and new.path == str((tmp_path / "new").resolve())
+    store.engine.dispose()
+
+
+def test_a_version_1_sqlite_store_migrates_only_on_a_write(tmp_path, sweep):
+    _check_old_store_migrates(str(tmp_path / "v1.sqlite"), tmp_path, sweep, "INTEGER NOT NULL", "ingest")
+
+
+def test_a_version_1_postgresql_store_migrates_only_on_a_write(tmp_path, sweep, pg_db):
+    _check_old_store_migrates(pg_db, tmp_path, sweep, "SERIAL NOT NULL", "migrate")
 
 
 def _ingest_at_once(db: str, tmp_path: Path, sweep) -> list:
