@@ -16,9 +16,9 @@ from perfbench.analysis.attribution import (
 )
 from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.analysis.stats import CI_LEVEL
+from perfbench.pages.page import Block, Figure, Heading, Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.report import plots
-from perfbench.report.page import Block, Figure, Heading, Section, Text
-from perfbench.report.table import Column, Table
 
 # Metric -> title; both are latencies in milliseconds.
 ABLATION_METRICS = {"tpot_ms_median": "Decode: TPOT median", "ttft_ms_median": "Prefill: TTFT median"}

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from perfbench.report.table import Column, Table, format_cell, format_number
+from perfbench.pages.table import Column, Table, format_cell, format_number
 
 HOSTILE = '<img src=x onerror="alert(1)">&'
 
