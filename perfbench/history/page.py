@@ -90,6 +90,10 @@ def _metric(series: Series) -> str:
     return metric.replace("_ms", "").upper() if metric in ("ttft_ms", "tpot_ms") else metric
 
 
+def _p_text(p: float) -> str:
+    return f"{p:.1g}" if p >= 1e-6 else "<1e-6"  # a p of 0.0 (underflow) reads as what it means
+
+
 # ---- the list of changes ------------------------------------------------------------------------------------
 
 
@@ -126,7 +130,7 @@ class ChangesTable:
                 f'<td class="num">{c.before:.3f}{unit}</td><td class="num">{c.after:.3f}{unit}</td>'
                 f'<td class="num {direction}">{c.size:+.1%} {direction}</td><td>{between}</td>'
                 f"<td>{html.escape(s.key.machine_key)}</td><td>{html.escape(s.key.scenario)}</td>"
-                f'<td class="num">{c.p_value:.1g}</td></tr>')
+                f'<td class="num">{_p_text(c.p_value)}</td></tr>')
         return (f'<div class="table-wrap"><table id="t-changes"><thead><tr>{head}</tr></thead>'
                 f"<tbody>{''.join(rows)}</tbody></table></div>\n")
 
