@@ -15,6 +15,7 @@ budget: under 50 MB, and within 10 s in Chromium at 5,000 folders.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,10 @@ LAYOUT = ("<script>var h = 0; document.querySelectorAll('svg.chart').forEach(fun
           " h += s.getBoundingClientRect().height; }); document.body.setAttribute('data-charts', h);</script>")
 
 
+def sha_of(i: int) -> str:
+    return hashlib.sha1(str(i).encode()).hexdigest()
+
+
 def series_of(machines: int, commits: int) -> tuple[list[Series], dict[int, list[Change]]]:
     found: list[Series] = []
     changes: dict[int, list[Change]] = {}
@@ -50,14 +55,14 @@ def series_of(machines: int, commits: int) -> tuple[list[Series], dict[int, list
                     points = []
                     for i in range(1, commits + 1):
                         value = level * (0.8 if stepped and i >= step else 1.0) * (1 + 0.01 * ((i * 7919) % 13 - 6) / 6)
-                        points.append(SeriesPoint(sha=f"{i:040x}", dirty=False, commit_order=i,
+                        points.append(SeriesPoint(sha=sha_of(i), dirty=False, commit_order=i,
                                                   folder=f"/results/m{m}/c{i}", kind="result",
                                                   recorded_at="2026-12-01T00:00:00", value=value, low=value * 0.97,
                                                   high=value * 1.03, n=10, verdict="faster"))
                     if stepped:
                         changes[len(found)] = [Change(
                             key=key, before=level, after=0.8 * level, size=-0.2, p_value=1e-9,
-                            sha_before=f"{step - 1:040x}", sha_after=f"{step:040x}", order_before=step - 1,
+                            sha_before=sha_of(step - 1), sha_after=sha_of(step), order_before=step - 1,
                             order_after=step, commits_before=step - 1, commits_after=commits - step + 1,
                             folder_after=f"/results/m{m}/c{step}")]
                     found.append(Series(key=key, points=points))

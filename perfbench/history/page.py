@@ -17,6 +17,7 @@ are drawn (the page says how many were left out and how to narrow it).
 from __future__ import annotations
 
 import html
+import shlex
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -220,7 +221,8 @@ class SeriesChart:
                         reverse=True)[:MAX_ROWS]
         if len(s.points) > len(listed):
             words.append(f"the table lists the newest {len(listed)} of {len(s.points):,} points; `perfbench "
-                         f"history show --family {key.family} --plan {key.plan} --metric {key.metric}` lists all")
+                         f"history show --family {shlex.quote(key.family)} --plan {shlex.quote(key.plan)} "
+                         f"--metric {shlex.quote(key.metric)}` lists all")
         changed = "".join(f'<p class="change">{html.escape(c.line())}</p>' for c in self.changes)
         rows = "".join(self._row(p) for p in listed)
         return (f'<div class="series" id="{self.anchor}" {_data_attrs(s)}><h3>{html.escape(key.label())}</h3>'

@@ -171,8 +171,8 @@ def trend_chart(points: Sequence[TrendPoint], marks: Sequence[TrendMark], *, y_c
     y_lo, y_hi = y_lo - pad, y_hi + pad
     xs = [p.x for p in points] + [m.x for m in marks]
     x_lo, x_hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    if x_hi - x_lo < 1:
-        x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
+    pad_x = max(0.5, 0.01 * (x_hi - x_lo))  # the first and last points clear the axes
+    x_lo, x_hi = x_lo - pad_x, x_hi + pad_x
     plot_w = CHART_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
     plot_h = CHART_HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
 

@@ -126,3 +126,15 @@ def test_chromium_renders_the_5000_folder_page(big_page, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     seen = json.loads(re.search(r'data-seen="([^"]*)"', run.stdout).group(1).replace("&quot;", '"'))
     assert seen["charts"] == len(found) and seen["listFirst"] and seen["height"] > 100 * len(found)
+
+
+def test_stored_strings_reach_the_page_escaped():
+    hostile = '<script>alert(1)</script>"'
+    (series, *_) = synthetic_series(1, 5)
+    key = series.key.model_copy(update={"plan": hostile, "machine_key": hostile, "scenario": hostile})
+    points = [p.model_copy(update={"folder": f"/tmp/{hostile}", "verdict": hostile, "sha": hostile})
+              for p in series.points]
+    bad = Series(key=key, points=points)
+    change = planted_change(bad).model_copy(update={"sha_before": hostile})
+    text = trend.render([bad], {0: [change]}, 0.05, "https://example.invalid/commit/{sha}")
+    assert "<script>alert" not in text and 'data-plan="&lt;script&gt;alert(1)&lt;/script&gt;&quot;"' in text
