@@ -13,6 +13,7 @@ from perfbench.analysis.folder_analysis import analyse
 from perfbench.analysis.plan_warnings import failure_hint, more_blocks_hint, plan_warnings
 from perfbench.pages.page import Svg, Text
 from perfbench.pages.table import Table
+from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
 from perfbench.report.forest import VERDICT_COLOURS, speedups_section
 from perfbench.report.headline import headline_section
@@ -117,6 +118,14 @@ def test_breakdown_bars_use_short_plan_names_with_a_legend(tmp_path, make_folder
                            for line in legends)
     table = next(b for b in section.blocks if isinstance(b, Table) and b.name == "time_by_category")
     assert "fused_rope+fused_attention+grouped_moe" in {row["toggles_on"] for row in table.rows}  # CSV: full
+    ablation = ablation_section(analysis)
+    figures = [i for i, b in enumerate(ablation.blocks) if isinstance(b, Figure)]
+    assert figures
+    keys = [i for i, b in enumerate(ablation.blocks) if isinstance(b, Text) and b.text.startswith("legend: ")]
+    # bs=1 charts all three toggles, bs=4 grouped_moe alone; TTFT and TPOT each
+    assert [ablation.blocks[i].text for i in keys] == [
+        "legend: rope fused_rope, attn fused_attention, gmm grouped_moe", "legend: gmm grouped_moe"] * 2
+    assert all(any(f < k for f in figures) for k in keys)  # each legend follows its charts
 
 
 def _inconclusive(stop_reason: str) -> list[str]:
