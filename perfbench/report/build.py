@@ -29,9 +29,10 @@ def report_sections(folder: Path, analysis: FolderAnalysis) -> list[Section]:
     # the trace of one round per combination is enough: the profiled iteration is not a timed one
     first_round = analysis.first_round
     ab = ab_section(folder)  # a `perfbench ab` folder's verdicts come right after the findings
-    # first the picture that answers (each toggle's speed-up), then the findings and the numbers behind them
-    return [speedups_section(analysis), findings_section(analysis), *([ab] if ab is not None else []),
-            headline_section(analysis),
+    # first the picture that answers (each toggle's speed-up; an ab job's answer is its verdicts, after the
+    # findings), then the findings and the numbers behind them
+    opening = [speedups_section(analysis)] if ab is None else []
+    return [*opening, findings_section(analysis), *([ab] if ab is not None else []), headline_section(analysis),
             environment_section(folder, results), plan_section(results), latency_section(results),
             cold_start_section(results), capacity_section(folder, results), memory_section(results),
             ablation_section(analysis),

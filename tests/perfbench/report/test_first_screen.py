@@ -160,3 +160,20 @@ def test_a_timed_out_run_is_told_its_timeout_setting():
     assert failure_hint(run) == "give it longer: --set perfbench.measure.timeout_s=600"
     crashed = RunResult(run_id="c", status="error", spec=RunSpec(run_id="c", scenario="s"))
     assert "runs/c/" in failure_hint(crashed)
+
+
+def test_an_ab_folder_opens_with_its_verdicts_not_a_forest_plot(tmp_path, make_folder):
+    import json
+
+    from perfbench.report import build_report
+
+    record = {"kind": "perfbench ab", "scenario": "s", "emulation": None, "base": {"ref": "main", "sha": "a" * 40},
+              "head": {"ref": "HEAD", "sha": "b" * 40}, "exit_code": 0,
+              "verdicts": {"r1": {"tpot_ms": {"ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01, "pairs": 20,
+                                              "processes": 3, "band": 0.03, "verdict": "same"}}}}
+    folder = make_folder(tmp_path / "ab", traces=False, failed=False)
+    sections = re.findall(r'<section id="([^"]+)"><h2>', build_report(folder).read_text())
+    assert sections[0] == "speed-ups"  # near miss: the same folder without its ab.json
+    (folder / "ab.json").write_text(json.dumps(record))
+    sections = re.findall(r'<section id="([^"]+)"><h2>', build_report(folder).read_text())
+    assert "speed-ups" not in sections and sections[0] == "findings" and sections[1].startswith("a-b-")
