@@ -112,8 +112,10 @@ nav a { margin-right: 1rem; }
 .table-wrap { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.85rem; }
 caption { text-align: left; font-weight: 600; padding: 0.3rem 0; }
-th, td { border: 1px solid #ddd; padding: 0.2rem 0.5rem; text-align: left; vertical-align: top; }
-td { overflow-wrap: anywhere; }  /* a long message or path wraps inside its cell, never past the page */
+th, td { border: 1px solid #ddd; padding: 0.2rem 0.5rem; text-align: left; vertical-align: top;
+         white-space: nowrap; }
+/* a long message or path wraps inside its cell, never past the page */
+td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 12rem; }
 th { background: #f4f4f6; cursor: pointer; user-select: none; white-space: nowrap; }
 th.sorted-asc::after { content: " \\25B2"; } th.sorted-desc::after { content: " \\25BC"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }

@@ -15,7 +15,8 @@ def findings_section(analysis: FolderAnalysis) -> Section:
     findings = analysis.findings
     if findings:
         rows = [f.to_dict() for f in findings]
-        columns = [Column("severity", mark_key="severity"), Column("rule"), Column("message"), Column("where")]
+        columns = [Column("severity", mark_key="severity"), Column("rule"), Column("message", wrap=True),
+                   Column("where", wrap=True)]
         section.blocks.append(Table("findings", columns, rows,
                                     caption=f"{len(findings)} findings, most severe first"))
     else:

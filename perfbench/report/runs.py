@@ -90,7 +90,7 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section.blocks.append(Text(summary + "."))
     rows = environment_rows(results)
     if rows:
-        section.blocks.append(Table("environment", [Column("key"), Column("value"), Column("runs")], rows,
+        section.blocks.append(Table("environment", [Column("key"), Column("value", wrap=True), Column("runs")], rows,
                                     caption="Environment recorded by the runs (keys no run knows are left out)"))
     else:
         section.blocks.append(Text("The runs carry no environment metadata.", note=True))
@@ -99,7 +99,7 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
         section.blocks.append(Text(why_not, note=True))
     else:
         rows = [{"key": k, "value": v} for k, v in flatten(scenario).items()]
-        section.blocks.append(Table("scenario", [Column("key"), Column("value")], rows,
+        section.blocks.append(Table("scenario", [Column("key"), Column("value", wrap=True)], rows,
                                     caption="Scenario (scenario.json)", collapsed=True))
     return section
 

@@ -115,6 +115,6 @@ def test_the_layout_probe_sees_sideways_scroll(tmp_path, make_folder):
     that may not wrap overflow their table; both are caught."""
     page = build_report(make_folder(tmp_path / "results", slowdown=SLOW_ROPE))
     seen = layout(tmp_path, page, widen='<div style="width:3000px;height:4px"></div>'
-                                        "<style>td { white-space: nowrap; }</style>")
+                                        "<style>td.wrap { white-space: nowrap; }</style>")
     assert seen["scroll"] > seen["client"]
     assert seen["findingsScroll"] > seen["findingsClient"]
