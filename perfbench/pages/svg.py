@@ -58,7 +58,7 @@ class ForestRow:
     hover: str  # the <title>: what a reader sees on hover
 
 
-LABEL_WIDTH = 190
+CHAR_WIDTH = 7.2  # px of a 12 px label character, a little over the average: a label never runs off the left
 PANEL_WIDTH = 380
 PANEL_GAP = 30
 ROW_HEIGHT = 26
@@ -79,12 +79,13 @@ def forest_plot(rows: Sequence[ForestRow], panels: Sequence[str], legend: Sequen
     """Rows grouped by label (one line each), one panel per entry of `panels` side by side, all on one log
     axis around 1 (no change). `legend`: (colour, meaning) pairs drawn above the panels."""
     labels = list(dict.fromkeys(r.label for r in rows))
-    width = LABEL_WIDTH + len(panels) * (PANEL_WIDTH + PANEL_GAP)
+    label_width = round(max([12, *map(len, labels)]) * CHAR_WIDTH) + 12
+    width = label_width + len(panels) * (PANEL_WIDTH + PANEL_GAP)
     height = TOP + ROW_HEIGHT * len(labels) + BOTTOM
     lo, hi = _log_range(rows)
 
     def x_of(panel: int, value: float) -> float:
-        return LABEL_WIDTH + panel * (PANEL_WIDTH + PANEL_GAP) + (math.log(value) - lo) / (hi - lo) * PANEL_WIDTH
+        return label_width + panel * (PANEL_WIDTH + PANEL_GAP) + (math.log(value) - lo) / (hi - lo) * PANEL_WIDTH
 
     out = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" '
            f'role="img" xmlns="http://www.w3.org/2000/svg" {FONT}>']
@@ -96,7 +97,7 @@ def forest_plot(rows: Sequence[ForestRow], panels: Sequence[str], legend: Sequen
     bottom = TOP + ROW_HEIGHT * len(labels)
     ticks = [t for t in nice_ticks(math.exp(lo), math.exp(hi), 6) if t > 0 and lo <= math.log(t) <= hi]
     for p, panel in enumerate(panels):
-        left = LABEL_WIDTH + p * (PANEL_WIDTH + PANEL_GAP)
+        left = label_width + p * (PANEL_WIDTH + PANEL_GAP)
         out.append(_text(left + PANEL_WIDTH / 2, TOP - 10, panel, anchor="middle", weight="600"))
         out.append(f'<rect x="{left}" y="{TOP}" width="{PANEL_WIDTH}" height="{bottom - TOP}" fill="none" '
                    f'stroke="{GRID}"/>')
@@ -110,7 +111,7 @@ def forest_plot(rows: Sequence[ForestRow], panels: Sequence[str], legend: Sequen
                          colour=MUTED))
     for i, label in enumerate(labels):
         y = TOP + ROW_HEIGHT * i + ROW_HEIGHT / 2
-        out.append(_text(LABEL_WIDTH - 8, y + 4, label, anchor="end"))
+        out.append(_text(label_width - 8, y + 4, label, anchor="end"))
     for r in rows:
         if r.panel not in panels or not (r.value > 0):
             continue

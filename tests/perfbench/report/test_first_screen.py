@@ -48,17 +48,21 @@ def test_the_forest_plot_draws_each_single_toggle_with_its_verdict_colour(tmp_pa
     analysis, section = _section_with_blocks(make_folder, tmp_path, slowdown={"r-fused_rope": 1.5})
     (plot,) = [b for b in section.blocks if isinstance(b, Svg)]
     marks = re.findall(r"<g><title>([^<]*)</title>(.*?)</g>", plot.markup)
-    assert len(marks) == 2 * len(planted.speedups)  # TTFT and TPOT of each toggle alone; no pair, no bs=4 run
+    # TTFT and TPOT of each toggle alone at bs=1, and of grouped_moe alone at bs=4 (against the bs=4 all-off run)
+    assert len(marks) == 2 * (len(planted.speedups) + 1)
     by_label = {title.split(":")[0]: body for title, body in marks}
-    assert f'fill="{VERDICT_COLOURS["slower"]}"' in by_label["+rope (fused_rope), TPOT (decode)"]
-    assert f'fill="{VERDICT_COLOURS["faster"]}"' in by_label["+gmm (grouped_moe), TPOT (decode)"]
+    assert f'fill="{VERDICT_COLOURS["slower"]}"' in by_label["+rope (fused_rope) · bs=1, TPOT (decode)"]
+    assert f'fill="{VERDICT_COLOURS["faster"]}"' in by_label["+gmm (grouped_moe) · bs=1, TPOT (decode)"]
+    # bs=4 against its own all-off run: the toggle's speed-up, not the batch's slow-down
+    assert f'fill="{VERDICT_COLOURS["faster"]}"' in by_label["+gmm (grouped_moe) · bs=4, TTFT (prefill)"]
+    bs4 = next(sb for sb in analysis.by_shape if sb.shape.batch_size == 4)
+    moe = next(r for r in analysis.merged if r.run_id == "bs4-moe")
+    assert f"bs=4, TTFT (prefill): {bs4.gains[moe.spec.combination_id]['ttft_ms'].value:.3f}x" in plot.markup
     # the hover text carries the numbers of the headline's speed-up
-    gain = next(g for cid, gs in analysis.gains.items() for k, g in gs.items()
-                if k == "tpot_ms" and cid == next(r.spec.combination_id for r in analysis.merged
-                                                  if r.run_id == "r-fused_attention"))
-    assert f"+attn (fused_attention), TPOT (decode): {gain.value:.3f}x" in plot.markup
+    attn = next(r for r in analysis.merged if r.run_id == "r-fused_attention")
+    gain = analysis.gains[attn.spec.combination_id]["tpot_ms"]
+    assert f"+attn (fused_attention) · bs=1, TPOT (decode): {gain.value:.3f}x" in plot.markup
     assert "<script" not in plot.markup and "href" not in plot.markup
-    assert any(isinstance(b, Text) and "2 plans of another workload shape" in b.text for b in section.blocks)
 
 
 def test_without_a_single_toggle_plan_every_plan_is_drawn(tmp_path, make_folder):
