@@ -538,16 +538,22 @@ def history_changes(db: str | None, family: str | None, scenario: str | None, ma
               help="Smallest change point marked, as a fraction.")
 @click.option("--commit-url", metavar="TEMPLATE",
               help="Link of a commit, {sha} replaced, e.g. https://github.com/ORG/REPO/commit/{sha}.")
+@click.option("--since", metavar="REF", help="Only commits from REF on (a stored sha prefix or a git ref).")
+@click.option("--repo", type=click.Path(file_okay=False), help="Git repository resolving --since (default: "
+                                                                 "perfbench's checkout).")
 @user_errors
 @signal_exits
 def history_page(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,
-                 metric: str | None, out: str, min_magnitude: float, commit_url: str | None) -> None:
-    """One offline HTML page: every series with its CIs and change points, filters, links to commits and folders."""
+                 metric: str | None, out: str, min_magnitude: float, commit_url: str | None, since: str | None,
+                 repo: str | None) -> None:
+    """One offline HTML page: the changes found, newest first, then every series with its CIs and change points;
+    filters, links to commits and folders."""
     from perfbench.history.commands import page_command, store_line
+    from perfbench.measure.git_state import REPO_DIR
 
     check_output_file(out, "--out")
     click.echo(page_command(db, _filters(family, scenario, machine, plan, metric), Path(out), min_magnitude,
-                            commit_url))
+                            commit_url, since, Path(repo) if repo else REPO_DIR))
     click.echo(store_line(db), err=True)
 
 

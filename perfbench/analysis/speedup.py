@@ -34,7 +34,7 @@ from perfbench.analysis import noise_band, paired, stats
 from perfbench.analysis.rounds import by_combination, merge_rounds
 from perfbench.analysis.stability import host_speed_differs
 from perfbench.analysis.stats import CI_LEVEL
-from perfbench.config.labels import TOGGLE_ABBREV
+from perfbench.config.labels import short_plan_label
 from perfbench.results import RunResult, WorkloadShape
 
 FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no change", "unstable"
@@ -197,7 +197,7 @@ def _verdict(low: float, high: float, unstable: bool, in_band: bool) -> str:
 
 def plan_label(result: RunResult) -> str:
     """The combination by its effective toggles, abbreviated: "all off", or "gdr+gmm"."""
-    return "+".join(sorted(TOGGLE_ABBREV.get(t, t) for t in result.ran_on())) or "all off"
+    return short_plan_label(result.ran_on())
 
 
 def baseline_of(results: list[RunResult]) -> RunResult | None:

@@ -166,9 +166,12 @@ def _since_order(found: list[Series], ref: str, repo: Path) -> int:
     return position
 
 
-def page_command(db: str | None, filters: Filters, out: Path, min_magnitude: float, commit_url: str | None) -> str:
+def page_command(db: str | None, filters: Filters, out: Path, min_magnitude: float, commit_url: str | None,
+                 since: str | None = None, repo: Path | None = None) -> str:
     from perfbench.history.page import write_page  # noqa: PLC0415
 
     check_min_magnitude(min_magnitude)
     check_commit_url(commit_url)
-    return f"page: {write_page(load_series(open_store(db), filters), out, min_magnitude, commit_url)}"
+    found = load_series(open_store(db), filters)
+    since_order = _since_order(found, since, repo or Path.cwd()) if since else None
+    return f"page: {write_page(found, out, min_magnitude, commit_url, since_order, since)}"

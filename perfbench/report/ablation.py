@@ -16,9 +16,10 @@ from perfbench.analysis.attribution import (
 )
 from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.analysis.stats import CI_LEVEL
+from perfbench.config.labels import legend, short_plan_label
+from perfbench.pages.page import Block, Figure, Heading, Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.report import plots
-from perfbench.report.page import Block, Figure, Heading, Section, Text
-from perfbench.report.table import Column, Table
 
 # Metric -> title; both are latencies in milliseconds.
 ABLATION_METRICS = {"tpot_ms_median": "Decode: TPOT median", "ttft_ms_median": "Prefill: TTFT median"}
@@ -94,7 +95,7 @@ def _shape_blocks(att: Attribution, title: str, rows: dict[str, list[dict[str, A
     if not isinstance(att.marginal, Unavailable):
         rows["marginal"] += [_effect_row(shape, e) for e in att.marginal]
         blocks.append(Figure(plots.speedup_bars(
-            [e.toggle for e in att.marginal], [e.speedup for e in att.marginal],
+            [short_plan_label([e.toggle]) for e in att.marginal], [e.speedup for e in att.marginal],
             [e.ci_low for e in att.marginal], [e.ci_high for e in att.marginal],
             f"{title}, each toggle alone vs baseline ({shape})"), f"Speed-up per toggle, {title}, {shape}"))
     if not isinstance(att.waterfall, Unavailable):
@@ -102,8 +103,13 @@ def _shape_blocks(att: Attribution, title: str, rows: dict[str, list[dict[str, A
     if not isinstance(att.waterfall, Unavailable) and len(att.waterfall) > 1:  # one step = the marginal plot
         blocks.append(Figure(plots.waterfall(
             "baseline", att.waterfall[0].effect.value_without,
-            [(s.effect.toggle, s.effect.value_with) for s in att.waterfall], "ms", f"{title} ({shape})"),
-            f"Cumulative waterfall, {title}, {shape}"))
+            [(short_plan_label([s.effect.toggle]), s.effect.value_with) for s in att.waterfall], "ms",
+            f"{title} ({shape})"), f"Cumulative waterfall, {title}, {shape}"))
+    charted = [*([] if isinstance(att.marginal, Unavailable) else [e.toggle for e in att.marginal]),
+               *([] if isinstance(att.waterfall, Unavailable) else [s.effect.toggle for s in att.waterfall])]
+    key_line = legend(short_plan_label([toggle]) for toggle in charted)
+    if any(isinstance(b, Figure) for b in blocks) and key_line:
+        blocks.append(Text(key_line, note=True))  # the charts name toggles as the end table does
     if not isinstance(att.leave_one_out, Unavailable):
         rows["leave_one_out"] += [_effect_row(shape, e) for e in att.leave_one_out]
     if not isinstance(att.interactions, Unavailable):

@@ -17,10 +17,11 @@ import pandas as pd
 
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.trace_tables import TraceTables
+from perfbench.config.labels import legend, short_plan_label
+from perfbench.pages.page import Block, Figure, Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.profiling.events import primary_side
 from perfbench.report import plots
-from perfbench.report.page import Block, Figure, Section, Text
-from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
 
 # trace table stem -> its label column, in the order the section shows them
@@ -56,8 +57,10 @@ def ordered_stems(tables: TraceTables) -> list[str]:
     return known + sorted(found - set(known))
 
 
-def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[str, str]) -> list[Block]:
-    """A stacked bar per run and a runs x labels table of total_us (µs in the profiled iteration)."""
+def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[str, str],
+                      short: dict[str, str]) -> list[Block]:
+    """A stacked bar per run and a runs x labels table of total_us (µs in the profiled iteration). `toggles`:
+    each run's toggles in full (the table); `short`: its short plan name (the chart's bars, with a legend)."""
     values: dict[tuple[str, str], float] = {}  # (run_id, label value) -> total_us
     sides: dict[str, str] = {}
     skipped, notes = [], []
@@ -90,12 +93,14 @@ def _breakdown_blocks(stem: str, label: str, tables: TraceTables, toggles: dict[
     runs = list(dict.fromkeys(run_id for run_id, _ in values))
     title = f"Time by {label.replace('_', ' ')}"
     in_ms = {k: v / 1000.0 for k, v in values.items()}
-    # bars named by the plan's toggles; the run id only where two runs share a plan (other shapes)
-    names = [toggles[r] for r in runs]
+    # bars named by the plan's short name, as in the end table; the run id only where two runs share a plan
+    names = [short[r] for r in runs]
     names = [f"{n} ({r})" if names.count(n) > 1 else n for n, r in zip(names, runs)]
     by_name = {(dict(zip(runs, names))[r], key): v for (r, key), v in in_ms.items()}
     blocks.append(Figure(plots.stacked_bars(names, order, by_name, "ms in the profiled iteration", title),
                          f"{title} per run (stacked)"))
+    if key_line := legend(names):
+        blocks.append(Text(key_line, note=True))
     rows = []
     for run_id in runs:
         row: dict[str, Any] = {"run_id": run_id, "toggles_on": toggles[run_id], "side": sides.get(run_id, ""),
@@ -163,8 +168,9 @@ def breakdown_section(results: Sequence[RunResult], tables: TraceTables) -> Sect
     section.blocks += [Text(f"{r.run_id}: trace vs plan: {line}") for r in ok
                        for line in r.trace.plan_mismatches]
     toggles = {r.run_id: combo_label(r.effective_on()) for r in ok}
+    short = {r.run_id: short_plan_label(r.effective_on()) for r in ok}
     for stem, label in BREAKDOWNS.items():
-        section.blocks += _breakdown_blocks(stem, label, tables, toggles)
+        section.blocks += _breakdown_blocks(stem, label, tables, toggles, short)
     for stem in ordered_stems(tables):
         if stem in BREAKDOWNS:
             continue

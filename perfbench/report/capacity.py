@@ -9,11 +9,11 @@ from pathlib import Path
 from perfbench.analysis.capacity import Targets, capacity_points, plan_capacities
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.scenario import TargetsSection
+from perfbench.pages.page import Figure, Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.report.emulation import emulation_note
-from perfbench.report.page import Figure, Section, Text
 from perfbench.report.plots import scatter_frontier
 from perfbench.report.runs import read_scenario
-from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
 
 

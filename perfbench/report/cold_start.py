@@ -12,9 +12,9 @@ from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.break_even import break_evens, cold_cost_ms
 from perfbench.analysis.rounds import by_combination
 from perfbench.analysis.stats import CI_LEVEL
+from perfbench.pages.page import Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.report.emulation import emulation_note
-from perfbench.report.page import Section, Text
-from perfbench.report.table import Column, Table
 from perfbench.results import RunResult
 
 STEP_KEYS = ("decode_step_ms_p50", "decode_step_ms_p99")

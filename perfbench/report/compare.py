@@ -17,9 +17,9 @@ from perfbench.analysis.compare import ALPHA, CI_LEVEL, COMPARED, Match, match_m
 from perfbench.analysis.folder_analysis import analyse
 from perfbench.analysis.stability import host_speed_differs
 from perfbench.errors import UserError
+from perfbench.pages.page import Section, Text, write_page
+from perfbench.pages.table import Column, Table, format_number
 from perfbench.report.op_diff import op_diff_section
-from perfbench.report.page import Section, Text, write_page
-from perfbench.report.table import Column, Table, format_number
 from perfbench.results import ResultFolder, RunResult, atomic_write_text, load_folder
 
 

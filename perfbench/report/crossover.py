@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfbench.analysis.stats import CI_LEVEL
-from perfbench.report.page import Figure, Section, Text, write_page
+from perfbench.pages.page import Figure, Section, Text, write_page
+from perfbench.pages.table import Column, Table
 from perfbench.report.plots import curve_with_ci
-from perfbench.report.table import Column, Table
 from perfbench.run.crossover import CrossingRow, CrossoverSearch
 
 

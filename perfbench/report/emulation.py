@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perfbench.report.page import Text
+from perfbench.pages.page import Text
 from perfbench.results import RunResult
 
 

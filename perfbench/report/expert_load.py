@@ -7,8 +7,8 @@ from typing import Any
 
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.expert_load import layer_loads
-from perfbench.report.page import Section, Text
-from perfbench.report.table import Column, Table
+from perfbench.pages.page import Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.results import RunResult
 
 

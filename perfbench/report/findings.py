@@ -4,8 +4,8 @@ and their trace tables, most severe first, each with its evidence and where to l
 from __future__ import annotations
 
 from perfbench.analysis.folder_analysis import FolderAnalysis
-from perfbench.report.page import Section, Text
-from perfbench.report.table import Column, Table
+from perfbench.pages.page import Section, Text
+from perfbench.pages.table import Column, Table
 
 NO_FINDINGS = "No findings: every rule of docs/advisor.md stayed silent on these runs."
 
@@ -15,7 +15,8 @@ def findings_section(analysis: FolderAnalysis) -> Section:
     findings = analysis.findings
     if findings:
         rows = [f.to_dict() for f in findings]
-        columns = [Column("severity", mark_key="severity"), Column("rule"), Column("message"), Column("where")]
+        columns = [Column("severity", mark_key="severity"), Column("rule"), Column("message", wrap=True),
+                   Column("where", wrap=True)]
         section.blocks.append(Table("findings", columns, rows,
                                     caption=f"{len(findings)} findings, most severe first"))
     else:

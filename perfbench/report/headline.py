@@ -11,8 +11,8 @@ from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.analysis.plan_warnings import host_notes
 from perfbench.analysis.speedup import plan_label
 from perfbench.analysis.stats import CI_LEVEL
-from perfbench.report.page import Section, Text
-from perfbench.report.table import Column, Table
+from perfbench.pages.page import Section, Text
+from perfbench.pages.table import Column, Table
 
 
 def headline_section(analysis: FolderAnalysis) -> Section:
@@ -35,20 +35,24 @@ def headline_section(analysis: FolderAnalysis) -> Section:
         if r is base or r.status != "ok":
             continue
         gain = gains.get(r.spec.combination_id, {})
-        row: dict[str, Any] = {"plan": plan_label(r), "toggles_on": len(r.ran_on()),
-                               "stable": {True: "yes", False: "no", None: ""}[r.is_stable()]}
+        row: dict[str, Any] = {"plan": plan_label(r), "toggles_on": len(r.ran_on())}
         for key in ("ttft_ms", "tpot_ms"):
             g = gain.get(key)
             if g is not None:
                 row.update({f"{key}_speedup": g.value, f"{key}_lo": g.low, f"{key}_hi": g.high,
                             f"{key}_verdict": g.verdict, "basis": g.basis})
+        # a run's stability is judged on its own timing window: it says nothing of a speed-up from within-block
+        # pairs (whose verdict already accounts for the pairs' spread), so such a row leaves it empty
+        if row.get("basis") != "blocks":
+            row["stable"] = {True: "yes", False: "no", None: ""}[r.is_stable()]
         rows.append(row)
     rows.sort(key=lambda row: (row["toggles_on"], row["plan"]))
     columns = [Column("plan"), Column("ttft_ms_speedup", "TTFT speed-up", ci=("ttft_ms_lo", "ttft_ms_hi"),
                                       suffix="x"),
                Column("ttft_ms_verdict", "TTFT verdict"),
                Column("tpot_ms_speedup", "TPOT speed-up", ci=("tpot_ms_lo", "tpot_ms_hi"), suffix="x"),
-               Column("tpot_ms_verdict", "TPOT verdict"), Column("stable"), Column("basis")]
+               Column("tpot_ms_verdict", "TPOT verdict"),
+               *([Column("stable")] if any(row.get("stable") for row in rows) else []), Column("basis")]
     section.blocks.append(Table("headline", columns, rows,
                                 caption=f"Speed-up over the baseline ({plan_label(base)}): baseline / plan, "
                                         f"{CI_LEVEL:.0%} CI; > 1 is faster"))

@@ -8,8 +8,8 @@ from typing import Any
 from perfbench.analysis import stats
 from perfbench.analysis.attribution import combo_label
 from perfbench.analysis.stats import CI_LEVEL
-from perfbench.report.page import Section, Text
-from perfbench.report.table import Column, Table
+from perfbench.pages.page import Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.results import RunResult
 
 # (summary prefix, raw sample key) of the two latencies the worker times.

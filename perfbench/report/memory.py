@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from perfbench.analysis.attribution import combo_label
-from perfbench.report.page import Section, Text
-from perfbench.report.table import Column, Table
+from perfbench.pages.page import Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.results import RunResult
 
 FIELDS = ("peak_mem_mb", "mem_weights_mb", "mem_state_mb", "mem_rest_mb", "mem_graph_pool_mb")

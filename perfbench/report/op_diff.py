@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from perfbench.analysis.compare import Match
+from perfbench.pages.page import Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.profiling.diff import BOTH
 from perfbench.profiling.diff_runs import TraceDiff, pair_diffs
-from perfbench.report.page import Section, Text
-from perfbench.report.table import Column, Table
 from perfbench.results import ResultFolder
 
 TOP_ROWS = 20

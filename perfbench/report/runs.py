@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,8 @@ from perfbench.analysis.attribution import combo_label
 from perfbench.bounded_files import METADATA_BYTES, load_json
 from perfbench.config.execution_mode import mode_text, result_mode
 from perfbench.errors import UserError
-from perfbench.report.page import Preformatted, Section, Text
-from perfbench.report.table import Column, Table
+from perfbench.pages.page import Preformatted, Section, Text
+from perfbench.pages.table import Column, Table
 from perfbench.results import RunResult
 
 
@@ -28,6 +29,41 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(obj, (list, tuple)):
         return {prefix: json.dumps(obj, default=str)}
     return {prefix: obj}
+
+
+def _is_date(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def environment_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
+    """One row per environment key that some run knows: its one value, or its distinct values each with how many
+    runs had it, or (dates and times) the range from the first to the last. `runs`: the runs that know it. A
+    key no run knows (cann and torch_npu on a CPU host) is left out."""
+    per_key: dict[str, dict[str, int]] = {}
+    for r in results:
+        for key, value in flatten(r.env.to_dict()).items():
+            if value is None or value == "" or value == "[]":
+                continue
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            per_key.setdefault(key, {})
+            per_key[key][text] = per_key[key].get(text, 0) + 1
+    rows: list[dict[str, Any]] = []
+    for key in sorted(per_key):
+        counts = per_key[key]
+        known = sum(counts.values())
+        if len(counts) == 1:
+            value = next(iter(counts))
+        elif all(_is_date(text) for text in counts):
+            ordered = sorted(counts, key=datetime.fromisoformat)
+            value = f"{ordered[0]} .. {ordered[-1]} ({len(counts)} values)"
+        else:
+            value = "; ".join(f"{text} ({n} run{'s' * (n != 1)})" for text, n in sorted(counts.items()))
+        rows.append({"key": key, "value": value, "runs": known})
+    return rows
 
 
 def read_scenario(folder: Path) -> tuple[dict[str, Any] | None, str]:
@@ -52,29 +88,10 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
     if scenarios:
         summary += f" from scenario {', '.join(scenarios)}"
     section.blocks.append(Text(summary + "."))
-    # One row per distinct (key, value): a key whose value differs between runs lists every value.
-    counts: dict[tuple[str, str], int] = {}
-    values: dict[tuple[str, str], Any] = {}
-    for r in results:
-        for key, value in flatten(r.env.to_dict()).items():
-            ident = (key, json.dumps(value, default=str))
-            counts[ident] = counts.get(ident, 0) + 1
-            values[ident] = value
-    if counts:
-        # a key with a different value in every run (a date, a timestamp) is one row: its range
-        per_key: dict[str, list[tuple[str, str]]] = {}
-        for ident in sorted(counts):
-            per_key.setdefault(ident[0], []).append(ident)
-        rows = []
-        for key, idents in per_key.items():
-            if len(idents) > 1 and len(idents) == len(results):
-                shown = sorted(str(values[i]) for i in idents)
-                rows.append({"key": key, "value": f"{shown[0]} .. {shown[-1]} ({len(idents)} values)",
-                             "runs": len(idents)})
-            else:
-                rows += [{"key": key, "value": values[i], "runs": counts[i]} for i in idents]
-        section.blocks.append(Table("environment", [Column("key"), Column("value"), Column("runs")], rows,
-                                    caption="Environment recorded by the runs"))
+    rows = environment_rows(results)
+    if rows:
+        section.blocks.append(Table("environment", [Column("key"), Column("value", wrap=True), Column("runs")], rows,
+                                    caption="Environment recorded by the runs (keys no run knows are left out)"))
     else:
         section.blocks.append(Text("The runs carry no environment metadata.", note=True))
     scenario, why_not = read_scenario(folder)
@@ -82,7 +99,7 @@ def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:
         section.blocks.append(Text(why_not, note=True))
     else:
         rows = [{"key": k, "value": v} for k, v in flatten(scenario).items()]
-        section.blocks.append(Table("scenario", [Column("key"), Column("value")], rows,
+        section.blocks.append(Table("scenario", [Column("key"), Column("value", wrap=True)], rows,
                                     caption="Scenario (scenario.json)", collapsed=True))
     return section
 

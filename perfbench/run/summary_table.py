@@ -16,7 +16,7 @@ from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.analysis.plan_warnings import host_notes
 from perfbench.analysis.speedup import FASTER, INCONCLUSIVE, SAME, SLOWER, UNSTABLE, Speedup, plan_label
 from perfbench.analysis.stats import CI_LEVEL
-from perfbench.config.labels import TOGGLE_ABBREV
+from perfbench.config.labels import TOGGLE_ABBREV, legend
 from perfbench.results import STATUSES, RunResult
 
 # The tables and notes fit WIDTH whatever the values (tests/perfbench/run/test_summary_table.py): every number takes
@@ -87,12 +87,6 @@ def compile_summary(results: list[RunResult]) -> str:
     return f"graph compile: {'; '.join(parts)}" if parts else ""
 
 
-def _legend(labels: list[str]) -> str:
-    used = {part for label in labels for part in label.split("+")}
-    names = [f"{short} {name}" for name, short in TOGGLE_ABBREV.items() if short in used]
-    return f"legend: {', '.join(names)}" if names else ""
-
-
 def _basis_line(gains: dict[str, dict[str, Speedup | None]]) -> str:
     values = [g for per in gains.values() for g in per.values() if g is not None]
     if values and all(g.basis == "blocks" for g in values):
@@ -137,7 +131,7 @@ def summary_table(analysis: FolderAnalysis) -> str:
         lines += ["", tabulate(rows, ("toggle added to a plan", "TTFT speed-up", "TPOT speed-up"),
                                tablefmt="plain", disable_numparse=True)]
     lines.append("")
-    notes = [_legend([plan_label(r) for r in merged]), _basis_line(gains) if base is not None else ""]
+    notes = [legend([plan_label(r) for r in merged]), _basis_line(gains) if base is not None else ""]
     lines += [textwrap.fill(note, WIDTH, subsequent_indent="  ") for note in notes if note]
     compile_line = compile_summary(list(analysis.results))
     if compile_line:

@@ -19,7 +19,7 @@ CONSOLE = re.compile(r":CONSOLE[:(]|Uncaught")  # Chromium's log of console outp
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory, sweep) -> tuple[Path, list[str]]:
+def page(tmp_path_factory, sweep) -> tuple[Path, list[str], str, Path]:
     tmp = tmp_path_factory.mktemp("page")
     repo = tmp / "repo"
     repo.mkdir()
@@ -38,22 +38,65 @@ def page(tmp_path_factory, sweep) -> tuple[Path, list[str]]:
     result = runner.invoke(main, ["history", "page", "--db", db, "--out", str(out), "--commit-url",
                                   "https://example.invalid/commit/{sha}"])
     assert result.exit_code == 0, result.output
-    return out, shas
+    return out, shas, db, repo
 
 
 def test_every_series_is_drawn_with_its_points_linked_and_changes_marked(page):
-    out, shas = page
+    out, shas, *_ = page
     text = out.read_text()
-    sections = re.findall(r'<section class="series"[^>]*>', text)
+    charts = re.findall(r'<div class="series"[^>]*>', text)
     # 2 scenarios x (3 plans' medians + 2 plans' speed-ups) x 2 metrics
-    assert len(sections) == 2 * (3 + 2) * 2
-    assert text.count("<svg") == len(sections)
-    assert len(re.findall(r'<a xlink:href="file://', text)) == len(sections) * 8  # each point to its folder
-    assert text.count(f'href="https://example.invalid/commit/{shas[0]}"') == len(sections)
+    assert len(charts) == 2 * (3 + 2) * 2
+    assert text.count("<svg") == len(charts)
+    assert len(re.findall(r'<a href="file://[^"]*"><title>commit ', text)) == len(charts) * 8  # each point
     changes = re.findall(r'<p class="change">([^<]*)</p>', text)
     assert any(c.startswith(f"gdr TTFT speed-up 2.20x -&gt; 1.70x between {shas[3][:10]} and {shas[4][:10]}")
                for c in changes)
-    assert all("alpha" in c for c in changes)  # beta's series are flat
+    assert all("alpha" in c for c in re.findall(r'<div class="series"[^>]*>.*?</div>', text)
+               if '<p class="change">' in c)  # beta's series are flat
+
+
+def _changes_table(text: str) -> str:
+    return text.split('<table id="t-changes">', 1)[1].split("</table>", 1)[0]
+
+
+def test_the_list_of_changes_comes_first_and_links_both_commits(page):
+    out, shas, *_ = page
+    text = out.read_text()
+    assert text.index('<table id="t-changes">') < text.index("<svg")  # before the first chart
+    rows = re.findall(r"<tr data-scenario[^>]*>(.*?)</tr>", _changes_table(text))
+    gdr_ttft = [r for r in rows if "<td>gdr</td><td>TTFT</td><td>speed-up</td>" in r]
+    assert len(gdr_ttft) == 1
+    assert (f'<a href="https://example.invalid/commit/{shas[3]}">{shas[3][:10]}</a> &rarr; '
+            f'<a href="https://example.invalid/commit/{shas[4]}">{shas[4][:10]}</a>') in gdr_ttft[0]
+    assert "-22.7% slower" in gdr_ttft[0] and "Test CPU 9000" in gdr_ttft[0]
+    # the speed-ups come before the medians
+    assert text.index('<section id="speed-ups">') < text.index('<section id="medians">')
+
+
+def test_points_carry_their_values_on_hover(page):
+    out, shas, *_ = page
+    text = out.read_text()
+    assert re.search(rf"<title>commit 8 {shas[7][:10]}: 1\.700x, 95% CI \[[0-9.]+, [0-9.]+\], [a-z ]+ · ", text)
+
+
+def test_since_keeps_the_commits_from_a_ref_on(page, tmp_path):
+    _, shas, db, repo = page
+    runner = CliRunner()
+    out = tmp_path / "since.html"
+    args = ["history", "page", "--db", db, "--out", str(out), "--repo", str(repo)]
+    assert runner.invoke(main, [*args, "--since", shas[4][:10]]).exit_code == 0
+    text = out.read_text()
+    orders = {int(o) for o in re.findall(r"<title>commit (\d+) ", text)}
+    assert orders == {5, 6, 7, 8}  # shas[4] is the fifth commit: the step before it is gone, and its change
+    assert "No change of 5% or more" in text and f"commits from {shas[4][:10]} on" in text
+    # near miss: from the first commit on, every point and the change are there
+    assert runner.invoke(main, [*args, "--since", shas[0]]).exit_code == 0
+    text = out.read_text()
+    assert {int(o) for o in re.findall(r"<title>commit (\d+) ", text)} == set(range(1, 9))
+    assert '<table id="t-changes">' in text
+    bad = runner.invoke(main, [*args, "--since", "no-such-ref"])
+    assert bad.exit_code == 2 and "--since no-such-ref: not a stored commit" in bad.output
 
 
 def test_the_page_loads_nothing_remote(page):
@@ -69,7 +112,7 @@ pytestmark_chromium = pytest.mark.skipif(not CHROMIUM.exists(),
 @pytest.mark.slow
 @pytestmark_chromium
 def test_the_page_filters_in_a_browser_without_errors_or_requests(page, tmp_path):
-    out, _ = page
+    out, *_ = page
     probe = tmp_path / "probe.html"
     # pick scenario beta, then record what is shown and every resource the page fetched
     script = ("<script>var s = document.querySelector('select[data-filter=scenario]'); s.value = 'beta';"

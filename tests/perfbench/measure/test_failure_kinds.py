@@ -110,8 +110,8 @@ def test_kinds_reach_the_csv_and_records_of_schema_5_load_without_one(tmp_path) 
 
 
 def test_the_reports_failures_table_lists_each_kind_with_its_reason() -> None:
+    from perfbench.pages.table import Table  # noqa: PLC0415
     from perfbench.report.runs import failures_section  # noqa: PLC0415
-    from perfbench.report.table import Table  # noqa: PLC0415
 
     oom = RunResult(run_id="r1", status="error", spec=RunSpec(run_id="r1", scenario="s"),
                     error="Traceback\nMemoryError", failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))

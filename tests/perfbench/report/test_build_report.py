@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from model.toggles import ToggleDecision
 from perfbench.cli import main
 from perfbench.errors import UserError
+from perfbench.pages.page import SCRIPT
+from perfbench.pages.table import format_number
 from perfbench.report import build_report
-from perfbench.report.page import SCRIPT
-from perfbench.report.table import format_number
 from perfbench.results import load_results, write_results
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
@@ -244,8 +244,8 @@ def test_an_empty_result_folder_renders(tmp_path):
 
 
 def test_environment_lists_each_distinct_value_once(tmp_path):
+    from perfbench.pages.table import Table
     from perfbench.report.runs import environment_section
-    from perfbench.report.table import Table
     from perfbench.results import RunResult, RunSpec
 
     runs = [RunResult(run_id=f"r{i}", status="ok", spec=RunSpec(run_id=f"r{i}", scenario="s"),

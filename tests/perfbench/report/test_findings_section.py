@@ -1,5 +1,5 @@
-"""The report opens with the advisor's findings, before every detail, and says "No findings" when none fire; the
-plan table names each run's execution mode."""
+"""The report opens with the speed-up forest plot, then the advisor's findings, before every detail, and says
+"No findings" when none fire; the plan table names each run's execution mode."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def test_findings_come_first_and_carry_the_planted_slower_toggle(tmp_path, make_
     folder = make_folder(tmp_path / "slow", failed=False, slowdown={"r-fused_rope": 1.5})
     page = build_report(folder).read_text()
     sections = _sections(page)
-    assert sections[0] == "findings" and {"headline", "time-breakdown", "effective-plan"} <= set(sections[1:])
+    assert sections[:2] == ["speed-ups", "findings"]
+    assert {"headline", "time-breakdown", "effective-plan"} <= set(sections[2:])
     findings = _findings_html(page)
     assert "toggle-slower" in findings and "fused_rope measured slower than its fallback" in findings
     csv = (folder / "report" / "findings.csv").read_text()
@@ -34,7 +35,7 @@ def test_findings_come_first_and_carry_the_planted_slower_toggle(tmp_path, make_
 def test_an_empty_findings_list_says_so(tmp_path, make_folder):
     folder = make_folder(tmp_path / "plain")
     page = build_report(folder).read_text()
-    assert _sections(page)[0] == "findings"
+    assert _sections(page)[:2] == ["speed-ups", "findings"]
     assert NO_FINDINGS in _findings_html(page) and NO_FINDINGS.startswith("No findings")
     assert not (folder / "report" / "findings.csv").exists()
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfbench.pages.table import Table
 from perfbench.report.memory import memory_rows, memory_section
-from perfbench.report.table import Table
 from tests.perfbench.report.conftest import failed_run, synthetic_run
 
 

@@ -12,8 +12,8 @@ import pytest
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.folder_analysis import analyse, analyse_folder
 from perfbench.config.labels import TOGGLE_ABBREV
+from perfbench.pages.table import Table
 from perfbench.report.build import report_sections
-from perfbench.report.table import Table
 from perfbench.results import RunPlan, RunResult, RunSpec, load_folder, write_results
 from perfbench.run.summary_table import summary_table
 

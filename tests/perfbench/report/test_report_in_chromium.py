@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import re
 import shutil
 import subprocess
@@ -73,3 +74,47 @@ def test_clicking_a_header_sorts_numerically(tmp_path, make_folder):
     with open(folder / "report" / "latency.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert order == [r["run_id"] for r in sorted(rows, key=lambda r: float(r["tpot_ms_median"]))]
+
+
+# Laid out at 1400 x 900 px, what the first screen holds and whether the page scrolls sideways.
+LAYOUT_PROBE = ("<script>var plot = document.querySelector('#speed-ups svg.chart');"
+                "var box = plot ? plot.getBoundingClientRect() : null;"
+                "var wrap = document.querySelector('#findings .table-wrap');"
+                "document.body.setAttribute('data-layout', JSON.stringify({"
+                "scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth,"
+                "findingsScroll: wrap.scrollWidth, findingsClient: wrap.clientWidth,"
+                "plotBottom: box ? box.bottom : null, plotWidth: box ? box.width : null,"
+                "screen: window.innerHeight}));</script>")
+
+
+def layout(tmp_path: Path, page: Path, *, widen: str = "") -> dict:
+    import json
+
+    probe = tmp_path / "layout.html"
+    probe.write_text(page.read_text().replace("</body>", widen + LAYOUT_PROBE + "</body>"))
+    run = chromium(tmp_path, probe, "--dump-dom", "--window-size=1400,900")
+    assert run.returncode == 0 and not console_lines(run.stderr), run.stderr[-2000:]
+    return json.loads(html.unescape(re.search(r'data-layout="([^"]*)"', run.stdout).group(1)))
+
+
+# fused_rope planted slower than its fallback: the findings table has rows with long messages
+SLOW_ROPE = {"r-fused_rope": 1.5}
+
+
+def test_the_first_screen_at_1400_px_shows_the_forest_plot_without_sideways_scroll(tmp_path, make_folder):
+    page = build_report(make_folder(tmp_path / "results", slowdown=SLOW_ROPE))
+    seen = layout(tmp_path, page)
+    assert seen["plotWidth"] and seen["plotWidth"] > 600
+    assert seen["plotBottom"] <= seen["screen"]  # the whole plot on the first screen
+    assert seen["scroll"] <= seen["client"]
+    assert seen["findingsScroll"] <= seen["findingsClient"]  # the findings wrap: no scroll inside the table
+
+
+def test_the_layout_probe_sees_sideways_scroll(tmp_path, make_folder):
+    """Near miss: the same page with one unbreakable element wider than the window scrolls, and findings cells
+    that may not wrap overflow their table; both are caught."""
+    page = build_report(make_folder(tmp_path / "results", slowdown=SLOW_ROPE))
+    seen = layout(tmp_path, page, widen='<div style="width:3000px;height:4px"></div>'
+                                        "<style>td.wrap { white-space: nowrap; }</style>")
+    assert seen["scroll"] > seen["client"]
+    assert seen["findingsScroll"] > seen["findingsClient"]

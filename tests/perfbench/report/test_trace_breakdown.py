@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from perfbench.analysis.trace_tables import read_trace_tables
+from perfbench.pages.page import Figure, Text
+from perfbench.pages.table import Table
 from perfbench.report.breakdown import TOP_OPS, breakdown_section
-from perfbench.report.page import Figure, Text
-from perfbench.report.table import Table
 from perfbench.results import load_results
 
 

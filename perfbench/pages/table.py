@@ -64,6 +64,8 @@ class Column:
     mark_key: row key whose value colours the cell (css class "mark-<value>": on/off/inactive, faster/slower);
     a CSV column too when it is not `key` itself.
     suffix: unit shown after a number in the HTML ("x" for speed-up factors).
+    wrap: long text (a message, a list of values) that wraps inside its cell; other cells keep to one line, and
+    a table too wide for the page scrolls inside its own frame.
     """
 
     key: str
@@ -72,6 +74,7 @@ class Column:
     title_key: str | None = None
     mark_key: str | None = None
     suffix: str = ""
+    wrap: bool = False
 
     @property
     def header(self) -> str:
@@ -133,6 +136,8 @@ def _cell_html(col: Column, row: dict[str, Any]) -> str:
         classes.append("num")
     if col.mark_key and row.get(col.mark_key):
         classes += ["mark", f"mark-{row[col.mark_key]}"]
+    if col.wrap:
+        classes.append("wrap")
     if classes:
         attrs.append(f'class="{html.escape(" ".join(classes))}"')
     if col.title_key and row.get(col.title_key):

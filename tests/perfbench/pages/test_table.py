@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from perfbench.report.table import Column, Table, format_cell, format_number
+from perfbench.pages.table import Column, Table, format_cell, format_number
 
 HOSTILE = '<img src=x onerror="alert(1)">&'
 
@@ -52,3 +52,8 @@ def test_a_collapsed_table_folds_under_its_escaped_caption():
     page = Table("t", [Column("k")], [{"k": "v"}], caption=HOSTILE, collapsed=True).html()
     assert page.startswith("<details><summary>&lt;img")
     assert page.rstrip().endswith("</details>")
+
+
+def test_only_a_wrapping_column_lets_its_cells_wrap():
+    page = Table("t", [Column("id"), Column("message", wrap=True)], [{"id": "r-1", "message": "long text"}]).html()
+    assert "<td>r-1</td>" in page and '<td class="wrap">long text</td>' in page

@@ -1,6 +1,8 @@
-"""The self-contained HTML page: sections of blocks (text, tables, figures), inline CSS and sorting JS.
+"""The self-contained HTML page: sections of blocks (text, tables, figures, inline SVG charts), inline CSS and
+sorting JS; the report (perfbench/report) and the history trend page (perfbench/history/page.py) both render
+through `render_page`.
 
-Nothing on the page refers to another file or URL, so report.html opens offline and can be mailed. Every
+Nothing on the page refers to another file or URL, so a page opens offline and can be mailed. Every
 string that reaches the page passes through html.escape in a block's `html()`.
 """
 
@@ -12,8 +14,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from perfbench.report.table import Table
+from perfbench.pages.table import Table
 from perfbench.results import atomic_write_text
 
 
@@ -61,7 +64,21 @@ class Preformatted:
                 f"<pre>{html.escape(self.text)}</pre></details>\n")
 
 
-Block = Text | Heading | Figure | Preformatted | Table
+@dataclass(frozen=True)
+class Svg:
+    """An inline SVG chart, its markup from perfbench/pages/svg.py (which escapes every string it places)."""
+
+    markup: str
+    caption: str
+
+    def html(self) -> str:
+        return f'<figure class="svg">{self.markup}<figcaption>{html.escape(self.caption)}</figcaption></figure>\n'
+
+
+class Block(Protocol):
+    """Anything a section holds: it renders itself, escaping every string it places."""
+
+    def html(self) -> str: ...
 
 
 @dataclass
@@ -97,6 +114,8 @@ table { border-collapse: collapse; font-size: 0.85rem; }
 caption { text-align: left; font-weight: 600; padding: 0.3rem 0; }
 th, td { border: 1px solid #ddd; padding: 0.2rem 0.5rem; text-align: left; vertical-align: top;
          white-space: nowrap; }
+/* a long message or path wraps inside its cell, never past the page */
+td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 12rem; }
 th { background: #f4f4f6; cursor: pointer; user-select: none; white-space: nowrap; }
 th.sorted-asc::after { content: " \\25B2"; } th.sorted-desc::after { content: " \\25BC"; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -107,6 +126,7 @@ td.mark-inactive { background: #fde6b4; } td.mark-slower { background: #f8cfcf; 
 td.mark-error { background: #f8cfcf; } td.mark-warning { background: #fde6b4; }
 figure { margin: 0.5rem 0 1rem; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #666; font-size: 0.8rem; }
+svg.chart { display: block; height: auto; }
 pre { background: #f7f7f7; padding: 0.5rem; overflow-x: auto; font-size: 0.8rem; }
 """
 
@@ -148,15 +168,17 @@ SCRIPT = """
 """
 
 
-def render_page(title: str, subtitle: str, sections: Iterable[Section], csv_dir: str = "report") -> str:
+def render_page(title: str, subtitle: str, sections: Iterable[Section], csv_dir: str = "report",
+                script: str = SCRIPT, style: str = "") -> str:
+    """The page; `script` replaces the table-sorting script, `style` adds CSS rules after the shared ones."""
     sections = list(sections)
     nav = "".join(f'<a href="#{s.anchor}">{html.escape(s.title)}</a>' for s in sections)
     body = "".join(s.html(csv_dir) for s in sections)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+            f"<title>{html.escape(title)}</title><style>{STYLE}{style}</style></head>\n<body>\n"
             f'<header><h1>{html.escape(title)}</h1><p class="subtitle">{html.escape(subtitle)}</p>'
-            f"<nav>{nav}</nav></header>\n{body}<script>{SCRIPT}</script>\n</body></html>\n")
+            f"<nav>{nav}</nav></header>\n{body}<script>{script}</script>\n</body></html>\n")
 
 
 def write_page(html_path: Path, csv_dir: Path, title: str, subtitle: str, sections: list[Section],
