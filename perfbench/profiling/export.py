@@ -152,12 +152,12 @@ def _renumber_track_ids(events: list[dict[str, Any]]) -> tuple[int, list[dict[st
     new_pid: dict[tuple[str, str], int] = {}
     for event in odd:
         if "pid" in event and not _is_track_id(event["pid"]):
-            key = (type(event["pid"]).__name__, repr(event["pid"]))
-            if key not in new_pid:
-                new_pid[key] = pids.fresh()
-                added.append({"ph": "M", "name": "process_name", "pid": new_pid[key], "tid": 0,
+            pid_key = (type(event["pid"]).__name__, repr(event["pid"]))
+            if pid_key not in new_pid:
+                new_pid[pid_key] = pids.fresh()
+                added.append({"ph": "M", "name": "process_name", "pid": new_pid[pid_key], "tid": 0,
                               "args": {"name": f"pid {_shown(event['pid'])} (renumbered)"}})
-            event["pid"] = new_pid[key]
+            event["pid"] = new_pid[pid_key]
     tids: dict[Any, _TidPool] = {}
     for event in events:
         if _is_track_id(event.get("tid", 0)):
