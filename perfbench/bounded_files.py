@@ -13,6 +13,8 @@ import contextlib
 import csv
 import gzip
 import json
+import re
+import zlib
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,6 +34,8 @@ METADATA_BYTES = 64 * MiB  # a small record (profiler_info.json, summary.json, s
 _CHUNK = 16 * MiB
 MAX_DEPTH = 256  # a trace nests ~5 levels, a summary ~6; far below Python's recursion limit
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'"[]{}')
+# a \uD800-\uDFFF escape: half of a surrogate pair, or (alone) text no UTF-8 writer can write back
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def size_text(n: int) -> str:
@@ -70,6 +74,8 @@ def read_capped(path: Path, cap: int) -> bytes:
             return read_capped_stream(handle, cap, str(path))
     except (OSError, EOFError) as err:
         raise UserError(f"{path}: cannot read ({err})") from None
+    except zlib.error as err:  # a corrupt deflate stream inside a well-formed gzip header
+        raise UserError(f"{path}: cannot read (corrupt gzip data: {err})") from None
 
 
 def json_depth(raw: bytes) -> int:
@@ -93,22 +99,49 @@ def json_depth(raw: bytes) -> int:
 
 
 def loads_json(raw: bytes | str, where: str, what: str = "JSON") -> Any:
-    """Parsed JSON; UserError naming `where` for text that is not JSON (not `what`) or nests deeper than
-    MAX_DEPTH (checked before parsing: Python's decoder would recurse into it)."""
+    """Parsed JSON; UserError naming `where` for text that is not JSON (not `what`), nests deeper than
+    MAX_DEPTH (checked before parsing: Python's decoder would recurse into it) or holds a lone surrogate escape
+    ("\\ud800": valid JSON, but no string holding it can be written as UTF-8 again, so every table or export of
+    it would fail later)."""
     data = raw.encode(errors="replace") if isinstance(raw, str) else raw
     if json_depth(data) > MAX_DEPTH:
         raise UserError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
     try:
         if _orjson is not None:
-            with contextlib.suppress(_orjson.JSONDecodeError):  # NaN / Infinity, which torch writes: stdlib decides
+            # orjson refuses lone surrogates itself; NaN / Infinity, which torch writes: the stdlib decides
+            with contextlib.suppress(_orjson.JSONDecodeError):
                 return _orjson.loads(raw)
-        return json.loads(raw)
+        parsed = json.loads(raw)
     except RecursionError:  # belt and braces: the scan above should have refused it
         raise UserError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels") from None
     except UnicodeDecodeError as err:
         raise UserError(f"{where}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except ValueError as err:
         raise UserError(f"{where}: not {what} ({str(err).splitlines()[0]})") from None
+    if _SURROGATE_ESCAPE.search(data) is not None:  # rare: only then walk the parsed values
+        lone = _lone_surrogate(parsed)
+        if lone is not None:
+            raise UserError(f"{where}: a string holds a lone surrogate escape (in \"{lone}\"): not Unicode text")
+    return parsed
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) of parsed JSON that cannot be encoded as UTF-8, shown with its surrogate
+    escaped; None when every string can. Iterative: the depth is capped, but a walk need not recurse."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item[:40].encode("utf-8", "backslashreplace").decode("ascii", "replace")
+    return None
 
 
 def load_json(path: Path, cap: int = METADATA_BYTES) -> Any:

@@ -69,6 +69,7 @@ from perfbench.measure.git_state import git_state
 from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text, write_results
 from perfbench.results import load_folder as load_result_folder
 from perfbench.results.ab_record import is_ab_folder
+from perfbench.results.files import create_temp_folder
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.folder_owner import exclusive, not_written
 
@@ -451,7 +452,7 @@ def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: b
         source = load_result_folder(folder, f"FOLDER {folder}")
         _check_save(source, folder, dest, force, allow_failed)
         _check_clean(source, folder, allow_dirty)
-        staging = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.saving-"))
+        staging = create_temp_folder(dest.parent, f".{dest.name}.saving-")  # the umask's mode, not 0700
         try:
             _write_baseline(source, folder, staging)
             _replace_folder(staging, dest)

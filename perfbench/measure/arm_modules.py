@@ -21,9 +21,11 @@ when they differ.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
 import pkgutil
+import secrets
 import sys
 import warnings
 from collections.abc import Iterator
@@ -31,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from perfbench.results.env_allowlist import is_recorded
 
 # harness modules that hold the names an arm's code is called through; imported inside each arm (perfbench's own
 # code, found on perfbench's path: only `model/` comes from the arm's checkout)
@@ -42,6 +46,15 @@ ARM_BOUND_HARNESS = ("perfbench.measure.run_steps",)
 # look like an arm that changed the environment, and every scenario with compiled CPU kernels fell back to two
 # processes
 TORCH_PRIVATE_ENV = ("_TORCHINDUCTOR_",)
+_DIGEST_KEY = secrets.token_bytes(16)  # per process: a digest compares two captures, and reveals nothing later
+
+
+def _shown_env(name: str, value: str) -> str:
+    """A variable's value as a difference line may show it (the line reaches ab.json): itself when the allow-list
+    would record it, else a keyed digest, equal for equal values within this process and nothing outside it."""
+    if is_recorded(name, value):
+        return value
+    return f"<withheld {hashlib.blake2b(value.encode(errors='replace'), key=_DIGEST_KEY, digest_size=6).hexdigest()}>"
 
 
 def _ours(name: str) -> bool:
@@ -140,7 +153,8 @@ class ProcessState:
         values.update({f"torch._dynamo.config.{k}": v for k, v in _config_items(torch._dynamo.config).items()})
         values.update({f"torch._inductor.config.{k}": v
                        for k, v in _config_items(torch._inductor.config).items()})
-        values.update({f"env.{k}": v for k, v in os.environ.items() if not k.startswith(TORCH_PRIVATE_ENV)})
+        values.update({f"env.{k}": _shown_env(k, v) for k, v in os.environ.items()
+                       if not k.startswith(TORCH_PRIVATE_ENV)})
         return cls(values)
 
     def differences(self, other: ProcessState) -> list[str]:

@@ -17,7 +17,7 @@ from perfbench.profiling.ascend import AscendProfile, parse_ascend_dir
 from perfbench.profiling.categories import CATEGORIES, categorize
 from perfbench.profiling.chrome import parse_chrome_trace
 from perfbench.profiling.events import COLUMNS, empty_events
-from perfbench.profiling.export import check_export_name, export_trace
+from perfbench.profiling.export import check_export_name, check_not_the_source, export_trace
 from perfbench.profiling.graph_mode import trace_mode
 from perfbench.profiling.loading import LoadedTrace, load_trace, parse_trace_path
 from perfbench.profiling.summary import summarize, trace_advice, trace_steps
@@ -67,6 +67,7 @@ def analyze_trace(path: Path, out_dir: Path | None, export: Path | None = None) 
     path = Path(path)
     if export is not None:
         check_export_name(Path(export))
+        check_not_the_source(path, Path(export))
     trace = load_trace(path)
     out = Path(out_dir) if out_dir is not None else default_tables_dir(path)
     run = _run_near(path)

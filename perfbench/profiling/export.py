@@ -15,13 +15,20 @@ Two routes, both checked by `trace_format.format_problems` before the file is wr
 
 Both add perfbench's own tracks, one process per rank: phases, decode steps and layers (from the events'
 annotations) and the advisor's findings as instant events at the trace's start. The source is never
-modified.
+modified, and an export onto the source itself (the same file by any path, symlink or hard link) is refused.
+
+A pid or tid that is neither text nor an integer below 2^53 (1.5, true, null, 2^70, which a JSON reader reads as
+a double) is renumbered: each distinct value of a process gets an unused integer, named after the value it had
+(viewers group tracks by these ids, and `true` would otherwise merge with tid 1). The export is written as a
+stream (gzip, one batch of events at a time), never as one JSON text in memory.
 """
 
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterable, Mapping
+import heapq
+import os
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +41,7 @@ from perfbench.errors import UserError
 from perfbench.profiling.chrome import DEVICE_CATEGORIES, HOST_CATEGORIES, read_trace_json
 from perfbench.profiling.events import time_problem, us_text_to_ns
 from perfbench.profiling.loading import LoadedTrace, load_trace
-from perfbench.profiling.trace_format import ID_PHASES, format_problems
+from perfbench.profiling.trace_format import ID_PHASES, MAX_SAFE_ID, format_problems
 from perfbench.profiling.trace_view import read_trace_view
 from perfbench.profiling.track_nesting import disjoint_lanes, nesting_lanes
 
@@ -55,11 +62,14 @@ class ExportSummary(BaseModel):
     moved_slices: int = 0  # slices moved to an extra lane of their track so that every track nests
     dropped_events: int = 0  # not an object, or no usable ts
     flow_ids: int = 0  # distinct flow / async ids renumbered
+    track_ids: int = 0  # distinct pids / tids renumbered (not text, nor an integer below 2^53)
     perfbench_events: int = 0
 
     def line(self) -> str:
         source = "the source trace" if self.route == "chrome" else "the events table"
-        return (f"export: {self.out} ({self.events} events from {source}; {self.flow_ids} flow ids renumbered; "
+        renumbered = f"; {self.track_ids} odd pids/tids renumbered" if self.track_ids else ""
+        return (f"export: {self.out} ({self.events} events from {source}; {self.flow_ids} flow ids renumbered"
+                f"{renumbered}; "
                 f"{self.partial_overlaps} partial overlaps, {self.moved_slices} slices moved to an extra lane of "
                 f"their track; {self.dropped_events} unusable events dropped; {self.perfbench_events} events on "
                 f"perfbench's tracks)")
@@ -91,38 +101,107 @@ def _thread_names(events: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any], 
             for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
 
 
-def _lane_tid(tid: Any, lane: int, taken: set[Any]) -> Any:
+class _TidPool:
+    """The integer tids of one process, and fresh ones: the preferred tid when it is free, else the next free one
+    counting down from 2^31 - 1 (viewers hold tids as int32). The cursor only moves down, so handing out k tids
+    costs O(k + tids taken), however many lanes a track needs."""
+
+    def __init__(self) -> None:
+        self.taken: set[Any] = set()
+        self._cursor = 2**31 - 1
+
+    def fresh(self, preferred: int | None = None) -> int:
+        if preferred is not None and 0 <= preferred < 2**31 and preferred not in self.taken:
+            self.taken.add(preferred)
+            return preferred
+        while self._cursor in self.taken:
+            self._cursor -= 1
+        self.taken.add(self._cursor)
+        return self._cursor
+
+
+def _lane_tid(tid: Any, lane: int, pool: _TidPool) -> Any:
     """A tid for an extra lane of `tid`: an unused integer when tid is one, else `"<tid> lane N"`."""
     if isinstance(tid, int):
-        candidate = tid * 100 + lane if 0 <= tid * 100 + lane < 2**31 else 2**31 - 1 - lane
-        while candidate in taken:
-            candidate += 1
-        return candidate
-    return f"{tid} lane {lane}"
+        return pool.fresh(tid * 100 + lane)
+    name = f"{tid} lane {lane}"
+    pool.taken.add(name)
+    return name
+
+
+def _is_track_id(value: Any) -> bool:
+    """A pid / tid viewers key tracks by without loss: text, or an integer (not a bool) below 2^53 in size."""
+    return isinstance(value, str) or (type(value) is int and -MAX_SAFE_ID < value < MAX_SAFE_ID)
+
+
+def _shown(value: Any) -> str:
+    """A pid / tid as the trace wrote it (JSON text: null, true, 1.5), for the name of its renumbered track."""
+    return orjson.dumps(_as_double(value)).decode()[:40]
+
+
+def _renumber_track_ids(events: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
+    """Give every pid / tid that is not `_is_track_id` an unused integer (per process for tids), in place; returns
+    how many distinct values were renumbered and a process_name / thread_name for each that names the value it
+    had, where the trace names none. Keys carry the value's type: true and 1, 1.0 and 1 are different tracks."""
+    odd = [e for e in events if not (_is_track_id(e.get("pid", 0)) and _is_track_id(e.get("tid", 0)))]
+    if not odd:
+        return 0, []
+    added: list[dict[str, Any]] = []
+    pids = _TidPool()
+    pids.taken.update(e.get("pid") for e in events if _is_track_id(e.get("pid", 0)))
+    new_pid: dict[tuple[str, str], int] = {}
+    for event in odd:
+        if "pid" in event and not _is_track_id(event["pid"]):
+            pid_key = (type(event["pid"]).__name__, repr(event["pid"]))
+            if pid_key not in new_pid:
+                new_pid[pid_key] = pids.fresh()
+                added.append({"ph": "M", "name": "process_name", "pid": new_pid[pid_key], "tid": 0,
+                              "args": {"name": f"pid {_shown(event['pid'])} (renumbered)"}})
+            event["pid"] = new_pid[pid_key]
+    tids: dict[Any, _TidPool] = {}
+    for event in events:
+        if _is_track_id(event.get("tid", 0)):
+            tids.setdefault(event.get("pid"), _TidPool()).taken.add(event.get("tid"))
+    new_tid: dict[tuple[Any, str, str], int] = {}
+    for event in odd:
+        if "tid" in event and not _is_track_id(event["tid"]):
+            key = (event.get("pid"), type(event["tid"]).__name__, repr(event["tid"]))
+            if key not in new_tid:
+                new_tid[key] = tids.setdefault(event.get("pid"), _TidPool()).fresh()
+                added.append({"ph": "M", "name": "thread_name", "pid": event.get("pid"), "tid": new_tid[key],
+                              "args": {"name": f"tid {_shown(event['tid'])} (renumbered)"}})
+            event["tid"] = new_tid[key]
+    named = {(e.get("name"), e.get("pid"), e.get("tid")) for e in events if e.get("ph") == "M"}
+    added = [m for m in added if (m["name"], m["pid"], m["tid"]) not in named]  # the trace's own name stays
+    return len(new_pid) + len(new_tid), added
 
 
 def normalize_chrome(data: Any) -> tuple[Any, ExportSummary, int]:
     """The normalized copy of a parsed chrome trace (object or array) and what changed; also the ns (from the
-    export's zero) at which perfbench's parser will put its own zero, so perfbench's tracks line up."""
+    export's zero) at which perfbench's parser will put its own zero, so perfbench's tracks line up. The events
+    of `data` are changed in place and reused (a copy of a million events costs a gigabyte)."""
     is_object = isinstance(data, dict)
     raw = data["traceEvents"] if is_object else data
     dropped = 0
-    timed: list[tuple[dict[str, Any], int]] = []
     untimed: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
     for event in raw:
         if not isinstance(event, dict):
             dropped += 1
             continue
         if event.get("ph") == "M" or "ts" not in event:
-            untimed.append(dict(event))
+            untimed.append(event)
             continue
         dur = event.get("dur", 0) if event.get("ph") == "X" else 0
         if time_problem(event.get("ts"), dur) is not None:
             dropped += 1
             continue
-        timed.append((dict(event), _ns(event["ts"])))
+        kept.append(event)
+    renumbered, names = _renumber_track_ids(untimed + kept)
+    untimed += names
+    timed = [(event, _ns(event["ts"])) for event in kept]
+    del kept
     origin = min((ns for _, ns in timed), default=0)
-
     ids: dict[tuple[Any, ...], int] = {}
     for event, ns in timed:
         event["ts"] = _us(ns - origin)
@@ -140,7 +219,7 @@ def normalize_chrome(data: Any) -> tuple[Any, ExportSummary, int]:
     if is_object:
         out.pop("baseTimeNanoseconds", None)  # ts are now relative to the trace's first event, not to this base
     return out, ExportSummary(out="", route="chrome", events=len(events), partial_overlaps=overlaps, moved_slices=moved,
-                              dropped_events=dropped, flow_ids=len(ids)), zero
+                              dropped_events=dropped, flow_ids=len(ids), track_ids=renumbered), zero
 
 
 def _spread_partial_overlaps(timed: list[tuple[dict[str, Any], int]], untimed: list[dict[str, Any]],
@@ -153,9 +232,11 @@ def _spread_partial_overlaps(timed: list[tuple[dict[str, Any], int]], untimed: l
         if event.get("ph") == "X":
             tracks.setdefault((event.get("pid"), event.get("tid")), []).append(i)
     names = _thread_names(untimed)
-    taken_tids: dict[Any, set[Any]] = {}
+    pools: dict[Any, _TidPool] = {}
+    for event in untimed:
+        pools.setdefault(event.get("pid"), _TidPool()).taken.add(event.get("tid"))
     for event, _ in timed:
-        taken_tids.setdefault(event.get("pid"), set()).add(event.get("tid"))
+        pools.setdefault(event.get("pid"), _TidPool()).taken.add(event.get("tid"))
     moved_at: dict[tuple[Any, Any, int], Any] = {}
     moved = overlaps = 0
     for (pid, tid), members in tracks.items():
@@ -170,8 +251,7 @@ def _spread_partial_overlaps(timed: list[tuple[dict[str, Any], int]], untimed: l
             if lane == 0:
                 continue
             if lane not in lane_tids:
-                lane_tids[lane] = _lane_tid(tid, lane, taken_tids.setdefault(pid, set()))
-                taken_tids[pid].add(lane_tids[lane])
+                lane_tids[lane] = _lane_tid(tid, lane, pools.setdefault(pid, _TidPool()))
                 label = names.get((pid, tid)) or f"thread {tid}"
                 untimed.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_tids[lane],
                                 "args": {"name": f"{label} (overlap lane {lane})"}})
@@ -228,12 +308,15 @@ def events_to_chrome(events: pd.DataFrame) -> tuple[dict[str, Any], ExportSummar
         of_rank = events[events["rank"] == rank]
         for side, pid in (("host", host_pid), ("device", device_pid)):
             rows = of_rank[of_rank["side"] == side]
+            next_free = 0  # a stream's lanes take tids 100 * its index + lane, or after the lanes before it
             for stream_index, (stream, group) in enumerate(rows.groupby("stream", sort=True, dropna=False)):
                 starts = [round(v * 1000) for v in group["start_us"].tolist()]
                 ends = [s + round(d * 1000) for s, d in zip(starts, group["dur_us"].tolist())]
                 lanes = (disjoint_lanes if side == "host" else nesting_lanes)(starts, ends)
+                base = max(stream_index * 100, next_free)
+                next_free = base + max(lanes, default=0) + 1
                 for lane in sorted(set(lanes)):
-                    tid = stream_index * 100 + lane
+                    tid = base + lane
                     label = f"{'thread' if side == 'host' else 'stream'} {stream}" + (f" (lane {lane})" if lane else "")
                     meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": label}})
                 for row, start, lane in zip(group.itertuples(index=False), starts, lanes):
@@ -243,7 +326,7 @@ def events_to_chrome(events: pd.DataFrame) -> tuple[dict[str, Any], ExportSummar
                         if value is not None and not pd.isna(value):
                             args[key] = value if isinstance(value, str) else int(value)
                     out.append({"ph": "X", "cat": "kernel" if side == "device" else "cpu_op", "name": row.name,
-                                "pid": pid, "tid": stream_index * 100 + lane, "ts": _us(start),
+                                "pid": pid, "tid": base + lane, "ts": _us(start),
                                 "dur": round(float(row.dur_us), 3), "args": args})
     out.sort(key=lambda e: (e["ts"], -e["dur"]))
     data = {"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": meta + out,
@@ -305,13 +388,79 @@ def perfbench_tracks(events: pd.DataFrame, findings: list[Finding], zero_ns: int
     return out
 
 
-def _merge(data: Any, extra: list[dict[str, Any]]) -> Any:
-    """`data` with `extra` added: metadata first, then every timed event by ts (a parent before its children)."""
-    events = [*(data["traceEvents"] if isinstance(data, dict) else data), *extra]
-    untimed = [e for e in events if e.get("ph") == "M" or "ts" not in e]
-    timed = sorted((e for e in events if not (e.get("ph") == "M" or "ts" not in e)),
-                   key=lambda e: (e["ts"], -float(e.get("dur", 0))))
-    return {**data, "traceEvents": untimed + timed} if isinstance(data, dict) else untimed + timed
+def _sort_key(event: Mapping[str, Any]) -> tuple[float, float]:
+    return event["ts"], -float(event.get("dur", 0))
+
+
+def _merged_events(events: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`events` (metadata first, then timed events by `_sort_key`, as `normalize_chrome` and `events_to_chrome`
+    leave them) with `extra` merged in: metadata first, then every timed event by ts (a parent before its
+    children). A merge of sorted runs, not a sort of everything again."""
+    def timed(event: Mapping[str, Any]) -> bool:
+        return not (event.get("ph") == "M" or "ts" not in event)
+
+    split = next((i for i, e in enumerate(events) if timed(e)), len(events))
+    extra_timed = sorted((e for e in extra if timed(e)), key=_sort_key)
+    return [*events[:split], *(e for e in extra if not timed(e)),
+            *heapq.merge(events[split:], extra_timed, key=_sort_key)]
+
+
+def _as_double(value: Any) -> Any:
+    """`value` with every integer beyond 64 bits made a float (as a JSON reader would read it back): orjson
+    refuses to write those, and the stdlib reader keeps them exact when a trace holds NaN."""
+    if isinstance(value, dict):
+        return {k: _as_double(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_double(v) for v in value]
+    if type(value) is int and not -2**63 <= value < 2**64:
+        return float(value)
+    return value
+
+
+def _json_batches(events: list[dict[str, Any]], batch: int = 20_000) -> Iterator[bytes]:
+    """The events as JSON array members (no brackets), `batch` at a time: one orjson call per batch."""
+    for begin in range(0, len(events), batch):
+        part = events[begin:begin + batch]
+        try:
+            text = orjson.dumps(part)
+        except orjson.JSONEncodeError:  # rare: an integer beyond 64 bits somewhere in the batch
+            text = orjson.dumps(_as_double(part))
+        yield (b"," if begin else b"") + text[1:-1]
+
+
+def _write_trace(out: Path, top: Any, events: list[dict[str, Any]]) -> None:
+    """Write the trace (`top`: the top-level object, whose traceEvents are `events`; or None for an event array)
+    to `out` through gzip, one batch at a time, via a temporary file renamed into place."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        # orjson and a middle compression level: the stdlib's streaming encoder and gzip -9 took ~20 s for one
+        # run's 50 MB trace on a 2-core VM, more than the run's timing itself
+        with gzip.open(tmp, "wb", compresslevel=5) as handle:
+            handle.write(b'{"traceEvents":[' if isinstance(top, dict) else b"[")
+            for chunk in _json_batches(events):
+                handle.write(chunk)
+            handle.write(b"]")
+            if isinstance(top, dict):
+                rest = {k: v for k, v in top.items() if k != "traceEvents"}
+                handle.write((b"," + orjson.dumps(_as_double(rest))[1:-1] if rest else b"") + b"}")
+        tmp.replace(out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def check_not_the_source(source: Path, out: Path) -> None:
+    """UserError when `out` is the trace `source` itself, by any path (a symlink, `..`, a hard link): the export
+    would replace the only copy of what it was made from."""
+    same = source.resolve() == out.resolve()
+    if not same and out.exists() and source.exists():
+        try:
+            same = os.path.samefile(source, out)
+        except OSError:
+            same = False
+    if same:
+        raise UserError(f"{out}: is the trace being exported ({source}); give --export another path")
 
 
 def check_export_name(out: Path) -> None:
@@ -329,6 +478,7 @@ def export_trace(path: Path | str, out: Path | str, findings: list[Finding] | No
     top level (`perfbench.emulation`)."""
     path, out = Path(path), Path(out)
     check_export_name(out)
+    check_not_the_source(path, out)
     trace = trace if trace is not None else load_trace(path, prefer)
     if path.is_file() and path.name.endswith((".json", ".json.gz")):
         data, summary, zero = normalize_chrome(read_trace_json(path))
@@ -336,16 +486,14 @@ def export_trace(path: Path | str, out: Path | str, findings: list[Finding] | No
         (data, summary), zero = events_to_chrome(trace.events), 0
     source_events = data["traceEvents"] if isinstance(data, dict) else data
     extra = perfbench_tracks(trace.events, findings or [], zero, _used_pids(source_events), emulation)
-    data = _merge(data, extra)
-    if emulation and isinstance(data, dict):
-        data["perfbench"] = {**data.get("perfbench", {}), "emulation": f"{emulation}: timings are CPU timings"}
-    problems = format_problems(data)
+    events = _merged_events(source_events, extra)
+    del source_events
+    if isinstance(data, dict):
+        data["traceEvents"] = events
+        if emulation:
+            data["perfbench"] = {**data.get("perfbench", {}), "emulation": f"{emulation}: timings are CPU timings"}
+    problems = format_problems(events)
     if problems:
         raise UserError(f"{out}: the export breaks the chrome trace format ({problems[0]}); please report it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    # orjson and a middle compression level: the stdlib's streaming encoder and gzip -9 took ~20 s for one run's
-    # 50 MB trace on a 2-core VM, more than the run's timing itself
-    tmp.write_bytes(gzip.compress(orjson.dumps(data), compresslevel=5))
-    tmp.replace(out)
+    _write_trace(out, data if isinstance(data, dict) else None, events)
     return summary.model_copy(update={"out": str(out), "perfbench_events": len(extra)})

@@ -3,15 +3,23 @@ known to change a measurement, each value checked for credential shapes. Everyth
 the number withheld is recorded ("4 variables withheld"), never a name or a value.
 
 Result folders and bundles get attached to issues and committed as baselines, so a prefix (HCCL_*, ASCEND_*) is
-not enough: HCCL_AUTH_KEY, ASCEND_TOKEN or NCCL_IB_PASS sit under the same prefixes as the tuning knobs. The one
-home of this rule: measure/environment.py (every run's env), results/records.py (any Environment read or written, so a
-baseline or report of an older folder is filtered too) and tools/verify (the bundle).
+not enough: HCCL_AUTH_KEY, ASCEND_TOKEN or NCCL_IB_PASS sit under the same prefixes as the tuning knobs, and a
+credential need not say so in its name (SLACK_WEBHOOK_URL, AZURE_STORAGE_SAS, CI_BEARER). An allowed name is
+recorded only when its value has no credential shape either: user:password@ or anything@host, a known token
+prefix (ghp_, ghs_, xoxb-, AKIA, eyJ..., hf_, glpat-), a `sig=` / `token=` / `password=` parameter, a bearer
+header, or a long run of letters and digits that reads as a random token.
+
+The one home of this rule: measure/environment.py (every run's env), results/records.py (any Environment read or
+written, so a report, CSV or baseline of an older or hand-edited folder is filtered too), tools/verify (the
+bundle), and the worker's environment (run/launcher.py, run/ab.py): torch copies every variable whose name holds
+TORCH, DYNAMO, INDUCTOR or TRITON into the repro scripts of its compile cache, which lives inside --out, so an
+inherited variable under such a name reaches a worker only when it is on `TORCH_PASSED` with a clean value.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
@@ -44,9 +52,19 @@ RECORDED_NAMES = frozenset((*THREADS, *ALLOCATOR, *HCCL, *ASCEND, *NCCL_GLOO, *C
 # Names under these prefixes are what a reader would expect to see recorded: those withheld are counted.
 NOTICED_PREFIXES = ("HCCL_", "ASCEND_", "OMP_", "MKL_", "KMP_", "PYTORCH_", "PERFBENCH_", "NCCL_", "GLOO_",
                     "TORCH", "ACL_", "NPU_", "CUDA_", "MASTER_")
-# PAT only as a word of the name (GLOO_PAT, GITHUB_PAT_X), so that ..._PATH stays a path
-CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|PASS|PWD|SECRET|AUTH|CRED|COOKIE|(?:^|_)PAT(?:_|$)", re.IGNORECASE)
-CREDENTIAL_VALUE = re.compile(r"[^\s:/@]+:[^\s@]*@")  # user:password@host, in a URL or not
+# PAT, SAS and SIG only as words of the name (GLOO_PAT, AZURE_STORAGE_SAS), so that ..._PATH stays a path
+CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|PASS|PWD|SECRET|AUTH|CRED|COOKIE|BEARER|WEBHOOK|SIGNATURE|PRIVATE|"
+                             r"(?:^|_)(?:PAT|SAS|SIG)(?:_|$)", re.IGNORECASE)
+CREDENTIAL_VALUE = re.compile(
+    r"[^\s:/@]+:[^\s@]*@"  # user:password@host, in a URL or not
+    r"|[^\s/@=,;]+@[^\s@]"  # token@host: no allowed variable names a user
+    r"|(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|xox[abpors]-|glpat-|hf_[A-Za-z0-9]{8}|sk-[A-Za-z0-9_-]{8}|"
+    r"npm_[A-Za-z0-9]{8}|AIza[A-Za-z0-9_-]{8}|(?:AKIA|ASIA)[A-Z0-9]{12}|eyJ[A-Za-z0-9_-]{8})"  # known tokens
+    r"|(?:^|[?&;,\s])(?:sig|signature|token|access_token|password|passwd|pwd|secret|api_?key|auth)="  # key=
+    r"|\bbearer\s+\S",  # an Authorization header's value
+    re.IGNORECASE)
+TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_]{20,}")  # a random token's alphabet (base64); - and . split ids and hosts
+PATH_WORD = re.compile(r"[a-z_]{2,}|[A-Z][a-z]+|[a-z]+[0-9]{1,3}")  # usr, local, Ascend, lib64: a path, not a token
 
 
 class RecordedEnv(BaseModel):
@@ -58,8 +76,29 @@ class RecordedEnv(BaseModel):
     withheld: int
 
 
+def _reads_as_random(run: str) -> bool:
+    """A run of 20+ token characters holding upper and lower case and digits, or 32+ holding letters and digits
+    (hex keys): knob values and paths split into shorter words, and words are not that mixed."""
+    has_digit = any(c.isdigit() for c in run)
+    has_upper, has_lower = any(c.isupper() for c in run), any(c.islower() for c in run)
+    return has_digit and ((has_upper and has_lower) or (len(run) >= 32 and (has_upper or has_lower)))
+
+
+def _holds_random_run(value: str) -> bool:
+    """A token-shaped run in `value`; a run with a word between its slashes is a path, judged part by part."""
+    for match in TOKEN_RUN.finditer(value):
+        run = match.group()
+        parts = run.split("/")
+        if len(parts) > 1 and any(PATH_WORD.fullmatch(part) for part in parts):
+            if any(len(part) >= 20 and _reads_as_random(part) for part in parts):
+                return True
+        elif _reads_as_random(run):
+            return True
+    return False
+
+
 def looks_like_credential(name: str, value: str) -> bool:
-    return bool(CREDENTIAL_NAME.search(name) or CREDENTIAL_VALUE.search(value))
+    return bool(CREDENTIAL_NAME.search(name) or CREDENTIAL_VALUE.search(value) or _holds_random_run(value))
 
 
 def is_recorded(name: str, value: str) -> bool:
@@ -79,13 +118,35 @@ def recorded_env(environ: Mapping[str, str]) -> RecordedEnv:
 # torch copies every variable whose name holds one of these into the repro script inside its compile caches
 # (torch/_dynamo/debug_utils.py generate_env_vars_string), which live in the result folder
 TORCH_COPIED = ("TORCH", "DYNAMO", "INDUCTOR", "TRITON")
+# the variables under those names that a worker inherits: torch's and triton's documented switches for logging,
+# caches, compilation and collectives (plus the recorded ones: PYTORCH_*_ALLOC_CONF, TORCHINDUCTOR_*). Any other
+# (a made-up TORCH_BEARER) stays out of the worker; a scenario's own `env:` is the user's choice and passes.
+TORCH_PASSED = frozenset({
+    "TORCH_LOGS", "TORCH_LOGS_OUT", "TORCH_LOGS_FORMAT", "TORCH_TRACE", "TORCH_COMPILE_DEBUG",
+    "TORCH_COMPILE_DEBUG_DIR", "TORCH_COMPILE_JOB_ID", "TORCHDYNAMO_VERBOSE", "TORCHDYNAMO_REPRO_AFTER",
+    "TORCHDYNAMO_REPRO_LEVEL", "TORCHDYNAMO_CAPTURE_SCALAR_OUTPUTS", "TORCHDYNAMO_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS",
+    "TORCHINDUCTOR_CACHE_DIR", "TORCHINDUCTOR_AUTOGRAD_CACHE", "TORCHINDUCTOR_FORCE_DISABLE_CACHES",
+    "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING", "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM",
+    "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE", "TORCHINDUCTOR_UNIQUE_KERNEL_NAMES", "TORCHINDUCTOR_BENCHMARK_KERNEL",
+    "TORCHINDUCTOR_DEBUG", "TORCHINDUCTOR_TRACE", "TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_INTERPRET",
+    "TRITON_PRINT_AUTOTUNING", "TRITON_DEBUG", "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST",
+    "TORCH_SHOW_CPP_STACKTRACES", "TORCH_CPP_LOG_LEVEL", "TORCH_DISTRIBUTED_DEBUG", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ENABLE_MONITORING", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_AVOID_RECORD_STREAMS",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD", "TORCH_USE_CUDA_DSA", "TORCH_FORCE_WEIGHTS_ONLY_LOAD",
+    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NVML_BASED_CUDA_CHECK",
+    "PYTORCH_JIT", *(name for name in RECORDED_NAMES if any(word in name for word in TORCH_COPIED)),
+})
 
 
-def torch_copied_credentials(environ: Mapping[str, str]) -> list[str]:
-    """Credential-shaped variables torch would write into a compile cache: a run's worker goes without them
-    (torch reads no credential under such a name; they serve nothing there but a leak)."""
+def torch_copied_credentials(environ: Mapping[str, str], chosen: Collection[str] = ()) -> list[str]:
+    """The variables torch would write into a compile cache that a worker must go without: every name holding
+    TORCH, DYNAMO, INDUCTOR or TRITON that is neither on `TORCH_PASSED` nor among `chosen` (the names a scenario
+    sets itself), and every such name with a credential-shaped value (torch reads no credential under such a
+    name; it would serve nothing there but a leak)."""
     return sorted(name for name, value in environ.items()
-                  if any(word in name for word in TORCH_COPIED) and looks_like_credential(name, str(value)))
+                  if any(word in name for word in TORCH_COPIED)
+                  and ((name not in TORCH_PASSED and name not in chosen) or looks_like_credential(name, str(value))))
 
 
 def withheld_text(count: int) -> str:

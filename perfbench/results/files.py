@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,13 +15,46 @@ from perfbench.bounded_files import METADATA_BYTES, TRACE_BYTES, load_json, load
 from perfbench.errors import UserError
 from perfbench.results.run_record import CSV_COLUMNS, RunResult
 
+_TRIES = 100
+
+
+def _unique_name(parent: Path, prefix: str, suffix: str) -> Path:
+    return parent / f"{prefix}{secrets.token_hex(8)}{suffix}"
+
+
+def create_temp_file(parent: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
+    """A new file in `parent` (open for writing) and its path, with the mode any new file of this user gets
+    (0666 less the umask), where tempfile.mkstemp gives 0600 whatever the umask: the file is renamed into place
+    and must be as readable as one written directly."""
+    for _ in range(_TRIES):
+        path = _unique_name(parent, prefix, suffix)
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent}: no free temporary name after {_TRIES} tries")
+
+
+def create_temp_folder(parent: Path, prefix: str) -> Path:
+    """A new folder in `parent` with the mode any new folder of this user gets (0777 less the umask; tempfile's
+    mkdtemp gives 0700), for a folder that is filled and then renamed into place."""
+    for _ in range(_TRIES):
+        path = _unique_name(parent, prefix, "")
+        try:
+            path.mkdir(0o777)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent}: no free temporary name after {_TRIES} tries")
+
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder + rename: readers never see a half-written file."""
+    """Write via a temp file in the same folder + rename: readers never see a half-written file. UTF-8 whatever
+    the locale; the file's mode is what the umask gives a new file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = create_temp_file(path.parent, f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

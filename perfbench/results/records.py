@@ -213,9 +213,10 @@ class Environment(Record):
         if not isinstance(data, Mapping) or not isinstance(data.get("env"), Mapping):
             return data
         allowed = recorded_env(data["env"])
-        if not allowed.withheld:
+        dropped = len(data["env"]) - len(allowed.env)  # any name off the list counts here: it was written, not set
+        if not dropped:
             return data
-        return {**data, "env": allowed.env, "env_withheld": (data.get("env_withheld") or 0) + allowed.withheld}
+        return {**data, "env": allowed.env, "env_withheld": (data.get("env_withheld") or 0) + dropped}
 
 
 class BlockPlacement(Record):

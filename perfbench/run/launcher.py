@@ -54,10 +54,11 @@ def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | No
 def child_env(spec: RunSpec, base: dict[str, str] | None = None, launch: NodeLaunch | None = None,
               executor: str = "local") -> dict[str, str]:
     """This process's environment + the spec's variables + this node's rank and the executor (for the
-    record), less the credentials torch would copy into its compile caches. Thread settings are left as they are."""
+    record), less what torch would copy into its compile caches without the allow-list's leave
+    (results/env_allowlist.py). Thread settings are left as they are."""
     env = dict(os.environ if base is None else base)
     env.update(spec.env)
-    for name in torch_copied_credentials(env):  # torch would write them into the compile cache in --out
+    for name in torch_copied_credentials(env, spec.env):  # torch would write them into the compile cache in --out
         del env[name]
     env[NODE_RANK_ENV] = str(launch.node_rank if launch else 0)
     env[EXECUTOR_ENV] = executor

@@ -35,6 +35,10 @@ CREDENTIALS = {
     "MKL_SECRET_KEY": f"{SECRET}-16", "PYTORCH_NPU_TOKEN": f"{SECRET}-17", "NCCL_PWD": f"{SECRET}-18",
     "HCCL_BUFFSIZE": f"https://admin:{SECRET}-19@10.0.0.1",  # an allowed name with a credential in its value
     "ASCEND_COOKIE": f"{SECRET}-20",
+    # credentials by other names (issue 45): no telling word, or torch's own prefix, or a token in an allowed value
+    "TORCH_BEARER": f"{SECRET}-21", "SLACK_WEBHOOK_URL": f"https://hooks.slack.com/services/{SECRET}-22",
+    "AZURE_STORAGE_SAS": f"sv=2022-11-02&sig={SECRET}-23", "CI_BEARER": f"{SECRET}-24",
+    "GLOO_SOCKET_IFNAME": f"ghs_{SECRET}-25@10.0.0.1",
 }
 SPACE_DIR = Path("dir with space") / "ü"
 COMPILED = {"perfbench": {"device": "cpu", "model": "tiny", "num_layers": 1, "seed": 0,
@@ -130,7 +134,7 @@ class TestCredentials:
         # CREDENTIALS' HCCL_BUFFSIZE and MASTER_ADDR (passwords in URLs) replace the plain ones above
         assert allowed.env == {"OMP_NUM_THREADS": "4"}
         assert allowed.withheld == len(CREDENTIALS) + 1  # + HCCL_NEW_KNOB: under a prefix, not on the list
-        assert withheld_text(allowed.withheld) == "21 variables withheld" and withheld_text(1) == "1 variable withheld"
+        assert withheld_text(allowed.withheld) == "26 variables withheld" and withheld_text(1) == "1 variable withheld"
         assert recorded_env({"ASCEND_HOME_PATH": "/usr/local/Ascend"}).env  # PATH is not PAT
 
     def test_no_allowed_name_looks_like_a_credential(self):
@@ -174,4 +178,5 @@ def test_a_worker_goes_without_the_credentials_torch_would_copy_into_its_compile
 
     env = child_env(RunSpec(run_id="r", scenario="s"), base={**CREDENTIALS, "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"})
     assert "PYTORCH_NPU_TOKEN" not in env and env["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "1"
+    assert "TORCH_BEARER" not in env  # off the list: no telling word needed
     assert env["HCCL_AUTH_KEY"] == CREDENTIALS["HCCL_AUTH_KEY"]  # a real run may need it (HCCL's own security)
