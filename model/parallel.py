@@ -20,6 +20,7 @@ single-device tensor. Layers only ever allocate local sizes (`LocalSizes`); they
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import fnmatch
 import os
@@ -326,12 +327,21 @@ def init_distributed(parallel: ParallelConfig, device: str) -> ParallelLayout:
         if device in ("cuda", "npu"):
             set_local_device(device)
         dist.init_process_group(backend=dist_backend(device))
+        # the group this process made is this process's to destroy: a rank that exits with it alive can abort in
+        # the backend's destructor (SIGABRT at interpreter exit was seen under torchrun)
+        atexit.register(destroy_distributed)
     actual = dist.get_world_size()
     if actual != world:
         raise ParallelConfigError(f"parallel_config.world_size: {world} does not match the {actual} "
                                   f"processes of the running job; launch {world} ranks or set world_size "
                                   f"{actual}")
     return ParallelLayout(parallel, dist.get_rank())
+
+
+def destroy_distributed() -> None:
+    """Destroy the default process group if it is still there (registered at exit by `init_distributed`)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def local_rank() -> int:

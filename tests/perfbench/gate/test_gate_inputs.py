@@ -24,7 +24,7 @@ def make_run(run_id: str, on: tuple[str, ...] = (), status: str = "ok") -> RunRe
                              if status == "ok" else {})
     samples = {"tpot_ms": [5.0, 5.1, 4.9, 5.0, 5.2, 4.8, 5.0, 5.1], "ttft_ms": [40.0, 41.0, 39.0, 40.5, 40.2]}
     return RunResult(run_id=run_id, status=status, spec=spec, plan=plan, samples=samples if status == "ok" else {},
-                     numerics={"max_abs_logit_diff": 1e-6, "tokens_match": True},
+                     numerics={"max_rel_error": 1e-6, "max_abs_logit_diff": 1e-6, "tokens_match": True},
                      error=None if status == "ok" else "killed", env={"torch": "2.13.0"})
 
 

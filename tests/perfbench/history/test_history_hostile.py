@@ -115,8 +115,8 @@ def _set_sample(value: float):
     (_set_sample(0.0), "samples.ttft_ms holds 0.0"),
     (lambda r: r["samples"].__setitem__("tpot_ms", []), "samples.tpot_ms is empty"),
     (lambda r: r.__setitem__("schema_version", -3), "schema_version"),
-    (lambda r: r["env"].__setitem__("git_sha", "HEAD~1"), "env.git_sha is 'HEAD~1'"),
-    (lambda r: r["env"].__setitem__("git_sha", "--output=/tmp/x"), "env.git_sha is '--output=/tmp/x'"),
+    (lambda r: r["env"].__setitem__("git_sha", "HEAD~1"), "env.git_sha: 'HEAD~1'"),
+    (lambda r: r["env"].__setitem__("git_sha", "--output=/tmp/x"), "env.git_sha: '--output=/tmp/x'"),
     (lambda r: r["summary"].__setitem__("compile_s", -1.0), "summary.compile_s"),
 ])
 def test_a_folder_with_an_unusable_value_is_refused_naming_folder_and_field(change, field, tmp_path, sweep,

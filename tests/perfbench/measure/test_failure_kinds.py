@@ -54,25 +54,32 @@ def test_a_lost_process_is_judged_by_its_timeout_and_its_log() -> None:
     assert of_lost_process("killed by SIGKILL without a result", "step 3", False).kind == "benchmark_fail"
 
 
-def _ok_run(dtype: str = "float32", diff: float | None = 1e-5, tokens: bool | None = True,
-            decisions: dict[str, ToggleDecision] | None = None) -> RunResult:
-    return RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s", dtype=dtype),
-                     plan=RunPlan(decisions or {}),
-                     numerics={"max_abs_logit_diff": diff, "tokens_match": tokens, "reference": "all off"})
+def _ok_run(dtype: str = "float32", error: float | None = 1e-6, not_compared: str | None = None,
+            decisions: dict[str, ToggleDecision] | None = None, check: bool = True) -> RunResult:
+    numerics = {"max_rel_error": error, "worst_phase": "prefill", "worst_layer": 1, "worst_branch": "moe",
+                "max_abs_logit_diff": 1e-5, "not_compared": not_compared, "reference": "all off"}
+    return RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s", dtype=dtype,
+                                                            numerics_check=check),
+                     plan=RunPlan(decisions or {}), numerics=numerics if error is not None or not_compared else {})
 
 
 def test_an_ok_run_within_tolerance_with_every_requested_toggle_on_has_no_failure() -> None:
     on = {"chunk_gdr": ToggleDecision("chunk_gdr", True, "on", "", "chunked")}
     assert not of_measured(_ok_run(decisions=on))
-    assert not of_measured(_ok_run(diff=None, tokens=None))  # no numerics check: nothing to judge
+    assert not of_measured(_ok_run(error=None, check=False))  # the check turned off: nothing to judge
 
 
-@pytest.mark.parametrize("dtype,diff,tokens", [("float32", 2e-3, True), ("bfloat16", 0.5, True),
-                                               ("float32", 0.0, False), ("float32", float("nan"), True)])
-def test_logits_outside_the_dtype_tolerance_or_other_tokens_are_numerics_fail(dtype, diff, tokens) -> None:
-    failure = of_measured(_ok_run(dtype, diff, tokens))
+@pytest.mark.parametrize("dtype,error", [("float32", 2e-3), ("bfloat16", 0.05), ("float32", float("nan"))])
+def test_an_error_outside_the_dtype_tolerance_is_numerics_fail_naming_where(dtype, error) -> None:
+    failure = of_measured(_ok_run(dtype, error))
     assert failure.kind == "numerics_fail"
-    assert f"for {dtype}" in failure.reason and ("tokens differ" in failure.reason) == (not tokens)
+    assert f"({dtype}) at prefill layer 1 moe" in failure.reason
+
+
+def test_a_run_that_asked_for_numerics_and_has_none_is_numerics_fail() -> None:
+    assert of_measured(_ok_run(error=None)).reason == "numerics not compared: nothing was recorded"
+    failure = of_measured(_ok_run(error=None, not_compared="the reference cannot be replayed: x"))
+    assert failure.kind == "numerics_fail" and failure.reason.endswith("cannot be replayed: x")
 
 
 def test_a_requested_toggle_that_stayed_inactive_is_plan_refused_with_its_reason() -> None:
