@@ -157,7 +157,7 @@ def hccl_comm_name(group: dist.ProcessGroup) -> str:
 
     Call it outside any traced function: dynamo cannot trace `_get_backend` on a process group."""
     backend = group._get_backend(torch.device("npu"))
-    return backend.get_hccl_comm_name(dist.get_rank(group))
+    return backend.get_hccl_comm_name(dist.get_rank(group))  # type: ignore[attr-defined]  # torch_npu adds it
 
 
 def row_parallel_linear_npu(x: Tensor, weight: Tensor, group: dist.ProcessGroup | None) -> Tensor:

@@ -201,7 +201,7 @@ def slowest_rank(cluster: Mapping[str, Any] | None, label: str = "", where: str 
     if not pct >= SLOWEST_RANK_PCT:
         return []
     rank = cluster["slowest_rank"]
-    row = next((r for r in cluster.get("per_rank") or [] if r.get("rank") == rank), {})
+    row: Mapping[str, Any] = next((r for r in cluster.get("per_rank") or [] if r.get("rank") == rank), {})
     detail = ""
     if row:
         times = {key: _us(_number(row.get(f"{key}_us"))) for key in ("step", "compute", "communication", "wait")}

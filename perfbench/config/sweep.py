@@ -158,7 +158,7 @@ def run_id(identity: dict[str, object]) -> str:
 
 def resolved_device(scenario: Scenario, caps: Capabilities) -> tuple[str, str]:
     """(device, dtype) of the runs: "auto" follows the capabilities' device."""
-    device = scenario.perfbench.device
+    device: str = scenario.perfbench.device
     if device == "auto":
         device = caps.device
     elif device != caps.device:
@@ -206,7 +206,7 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
             if key in seen:
                 seen[key].stands_for.append(combo.label)
                 continue
-            identity = {
+            identity: dict[str, object] = {
                 "scenario": scenario.name, "device": device, "dtype": dtype, "model": pb.model,
                 "num_layers": pb.num_layers, "batch_size": batch, "input_len": input_len,
                 "output_len": workload.output_len, "ragged": workload.ragged, "toggles": combo.toggles,
@@ -254,6 +254,8 @@ def _weight_bytes(scenario: Scenario, dtype: str) -> float | None:
     from model.cost import total_weight_bytes  # noqa: PLC0415
     from model.parallel_config import ParallelConfig  # noqa: PLC0415
 
+    if scenario.perfbench.model is None:  # filled in when the scenario loads
+        return None
     try:
         config = load_config(scenario.perfbench.model, scenario.perfbench.num_layers)
     except (ConfigError, OSError, ValueError):

@@ -57,7 +57,7 @@ def series_svg(series: Series, changes: list[Change]) -> str:
     points = series.ordered
     fig = Figure(figsize=(9, 2.6))
     ax = fig.subplots()
-    xs = [p.commit_order for p in points]
+    xs = [p.commit_order for p in points if p.commit_order is not None]  # all of them: `ordered` keeps only these
     ys = [p.value for p in points]
     lows = [p.value - p.low if p.low is not None else 0.0 for p in points]
     highs = [p.high - p.value if p.high is not None else 0.0 for p in points]

@@ -80,7 +80,9 @@ def ingest(store: Store, snapshots: list[Snapshot]) -> list[str]:
                 conn.execute(delete(schema.op_families).where(schema.op_families.c.folder_id.in_(older)))
                 conn.execute(delete(schema.folders).where(schema.folders.c.id.in_(older)))
             row = snap.model_dump(exclude={"points", "op_families"})
-            folder_id = conn.execute(schema.folders.insert().values(**row, ingested_at=now)).inserted_primary_key[0]
+            inserted = conn.execute(schema.folders.insert().values(**row, ingested_at=now)).inserted_primary_key
+            assert inserted is not None  # a one-row insert reports its key
+            folder_id = inserted[0]
             if snap.points:
                 conn.execute(schema.points.insert(), [{**p.model_dump(), "folder_id": folder_id} for p in snap.points])
             if snap.op_families:

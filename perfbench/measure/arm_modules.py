@@ -181,7 +181,7 @@ class RestorableState:
 
         torch.set_num_threads(self.num_threads)
         torch.set_float32_matmul_precision(self.matmul_precision)
-        torch.backends.mkldnn.enabled = self.flags["mkldnn"]
+        torch.backends.mkldnn.enabled = self.flags["mkldnn"]  # type: ignore[assignment]  # a settable ContextProp
         torch.backends.cudnn.benchmark = self.flags["cudnn_benchmark"]
         torch.backends.cudnn.allow_tf32 = self.flags["cudnn_tf32"]
         torch.backends.cuda.matmul.allow_tf32 = self.flags["matmul_tf32"]

@@ -51,7 +51,7 @@ from perfbench.measure.numerics import logit_agreement
 from perfbench.measure.profiled import profile_iteration
 from perfbench.measure.routing_flips import near_tie_margin, rounding_flips, routing_from_tensors, routing_to_tensors
 from perfbench.measure.stopping import StoppingRule
-from perfbench.results import RunPlan, RunResult, RunSpec
+from perfbench.results import ExpertLoad, Numerics, RunPlan, RunResult, RunSpec, Stability, TraceRecord
 from perfbench.results.timestamps import utc_timestamp
 
 if TYPE_CHECKING:
@@ -113,16 +113,17 @@ def _decode_reference(spec: RunSpec, caps: Capabilities, workload: Workload) -> 
     return reference
 
 
-def numerics_against_reference(run: PreparedRun) -> dict[str, object]:
+def numerics_against_reference(run: PreparedRun) -> Numerics:
     """One untimed iteration with its routing logged, against the reference: logits and tokens, compared before
     any step where rounding flipped a near-tied expert choice (perfbench/measure/routing_flips.py)."""
     assert run.reference is not None
     with run.model.routing_log.recording() as log:
         it = run_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload.output_len, keep_logits=True)
     flips = rounding_flips(run.reference.routing, log.calls, run.ids.shape[0], near_tie_margin(run.spec.dtype))
-    return {**logit_agreement(it.logits, run.reference.logits, flips.first_step),  # type: ignore[arg-type]
-            "routing_flip_step": flips.step, "routing_flip_margin": flips.margin,
-            "reference": "all toggles off, same weights, same process"}
+    return Numerics.model_validate(
+        {**logit_agreement(it.logits, run.reference.logits, flips.first_step),  # type: ignore[arg-type]
+         "routing_flip_step": flips.step, "routing_flip_margin": flips.margin,
+         "reference": "all toggles off, same weights, same process"})
 
 
 def stopping_rule(spec: RunSpec) -> StoppingRule:
@@ -336,7 +337,8 @@ def record_timings(run: PreparedRun, timings: Timings, stop_reason: str, host: d
     result.summary.host_speed_change = speed_change(timings.probe_ms)
     result.summary.update(host)
     verdict, per_metric = stability.run_stability(result.summary, result.samples)
-    result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
+    result.stability = Stability.model_validate(
+        {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}})
     if run.reference is not None:
         result.numerics = numerics_against_reference(run)
 
@@ -347,8 +349,8 @@ def finish_run(run: PreparedRun) -> RunResult:
     if spec.round <= 1:  # a combination's merged result reports round 1's load (analysis/rounds.py)
         result.expert_load = expert_load(run.model, run.ids, run.seq_lens, run.cache, run.workload)
     if spec.profile:
-        result.trace = profile_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload, run.run_dir,
-                                         spec, run.caps)
+        result.trace = TraceRecord.model_validate(
+            profile_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload, run.run_dir, spec, run.caps))
     result.wall_s = time.perf_counter() - run.started
     return result
 
@@ -363,7 +365,8 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
             record_timings(run, timings, stop_reason, host)
             return finish_run(run)
     except Exception as err:
-        err.plan = run.result.plan  # type: ignore[attr-defined] - the worker records the plan that was built
+        # the worker records the plan that was built
+        err.plan = run.result.plan  # type: ignore[attr-defined]
         raise
 
 
@@ -387,7 +390,7 @@ COUNTED = "one untimed iteration after timing (each timed iteration routes the s
 
 
 def expert_load(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
-                workload: Workload) -> dict[str, object]:
+                workload: Workload) -> ExpertLoad:
     """Per-expert routing counts of every MoE layer over one iteration (analysis/expert_load.py). Prefill counts
     include the padding positions of a ragged batch: they are routed and computed too. A compiled decode step
     records nothing (model/expert_counts.py), so graph_mode runs have prefill counts only."""
@@ -398,8 +401,9 @@ def expert_load(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch
     if "decode" not in totals and workload.output_len > 1:
         not_recorded["decode"] = ("graph_mode: the compiled decode step carries no recording" if
                                   model.plan.on("graph_mode") else "no decode step recorded")
-    return load_record(totals, num_experts=model.config.num_experts, top_k=model.config.num_experts_per_tok,
-                       ep_size=model.groups.layout.size("moe_ep"), counted=COUNTED, not_recorded=not_recorded)
+    return ExpertLoad.model_validate(
+        load_record(totals, num_experts=model.config.num_experts, top_k=model.config.num_experts_per_tok,
+                    ep_size=model.groups.layout.size("moe_ep"), counted=COUNTED, not_recorded=not_recorded))
 
 
 def _run_threads(device: str) -> int:

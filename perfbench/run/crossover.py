@@ -133,9 +133,9 @@ def run_search(search: CrossoverSearch, out: Path, speedups_at: Callable[[int], 
     while len(cache) < search.max_points:
         before = len(cache)
         for phase, threshold in searches:
-            x = next_point([cache[k][phase] for k in sorted(cache)], threshold, search.lo, search.hi)
-            if x is not None:
-                take(x)
+            point = next_point([cache[k][phase] for k in sorted(cache)], threshold, search.lo, search.hi)
+            if point is not None:
+                take(point)
         if len(cache) == before:  # every search has measured every integer it could want
             break
     rows = [CrossingRow(phase=phase, crossing=crossing_from_points([cache[k][phase] for k in sorted(cache)],

@@ -11,6 +11,7 @@ caller can skip what the plan does not bind and name the op that failed.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,7 +115,7 @@ class OpCheck:
         for fn in (self.fast, self.ref):
             if warm_up:
                 fn(*args)
-            medians.append(statistics.median(timed(device.split(":")[0], lambda f=fn: f(*args))[1]
+            medians.append(statistics.median(timed(device.split(":")[0], functools.partial(fn, *args))[1]
                                              for _ in range(repeats)))
         return medians[0], medians[1]
 
