@@ -109,7 +109,7 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         with the device's backend when needed), builds the parallel groups (collective: every rank calls
         from_pretrained with the same arguments) and loads or draws only its own shard.
         """
-        from model import weights  # noqa: PLC0415 - weights imports this module's classes
+        from model import weights  # weights imports this module's classes
 
         config = load_config(path_or_preset, num_layers)
         parallel = parallel_config if isinstance(parallel_config, ParallelConfig) else \

@@ -74,7 +74,7 @@ def _normalise(key: str) -> str | None:
 def checkpoint_tensors(folder: Path) -> Iterator[tuple[Path, str, torch.Tensor]]:
     """(file, normalised key, tensor) for every tensor the text model uses; fused experts yield per-expert
     views."""
-    from safetensors import safe_open  # noqa: PLC0415
+    from safetensors import safe_open
 
     for path in checkpoint_files(folder):
         try:

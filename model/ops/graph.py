@@ -65,8 +65,8 @@ def compile_npu_ge(fn: DecodeFn, cache_dir: Path | None = None, *, tnd_attention
 
     Tiling schedule optimisation is documented as unsupported with TND fused attention, so it is left off then.
     """
-    import torchair as tng  # noqa: PLC0415 - NPU only
-    from torchair.configs.compiler_config import CompilerConfig  # noqa: PLC0415
+    import torchair as tng  # NPU only
+    from torchair.configs.compiler_config import CompilerConfig
 
     config = CompilerConfig()
     config.experimental_config.frozen_parameter = True

@@ -250,9 +250,9 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 def _weight_bytes(scenario: Scenario, dtype: str) -> float | None:
     """One model's weights on one rank; None when the model's config cannot be read here."""
-    from model.config import ConfigError, load_config  # noqa: PLC0415
-    from model.cost import total_weight_bytes  # noqa: PLC0415
-    from model.parallel_config import ParallelConfig  # noqa: PLC0415
+    from model.config import ConfigError, load_config
+    from model.cost import total_weight_bytes
+    from model.parallel_config import ParallelConfig
 
     if scenario.perfbench.model is None:  # filled in when the scenario loads
         return None
@@ -265,7 +265,7 @@ def _weight_bytes(scenario: Scenario, dtype: str) -> float | None:
 
 
 def _available_memory() -> float:
-    import psutil  # noqa: PLC0415
+    import psutil
 
     return float(psutil.virtual_memory().available)
 

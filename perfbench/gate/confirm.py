@@ -67,7 +67,7 @@ def run_ab_job(base: str, head: str, scenario: str, out: Path) -> ABRecord:
     """The default runner: `perfbench ab BASE HEAD --scenario SCENARIO` with its default settings, except that its
     --max-time counts pairs, not the start-up (a confirmation that ran out of time in its start-up decides
     nothing)."""
-    from perfbench.run.ab import ABSettings, run_ab  # noqa: PLC0415
+    from perfbench.run.ab import ABSettings, run_ab
 
     run_ab(base, head, scenario, [], str(out), ABSettings(budget_after_startup=True))
     return read_ab_record(out)

@@ -68,7 +68,7 @@ def export_command(db: str | None, out: Path | None) -> str:
 
 def changes_command(db: str | None, filters: Filters, since: str | None, min_magnitude: float, repo: Path,
                     as_json: bool) -> str:
-    from perfbench.history.changes import series_changes  # noqa: PLC0415
+    from perfbench.history.changes import series_changes
 
     found = load_series(open_store(db), filters)
     since_order = _since_order(found, since, repo) if since else None
@@ -85,7 +85,7 @@ def changes_command(db: str | None, filters: Filters, since: str | None, min_mag
 
 def _since_order(found: list[Series], ref: str, repo: Path) -> int:
     """REF's first-parent position: a stored commit it prefixes, else REF resolved in `repo`."""
-    from perfbench.history.git_order import first_parent_order, resolve_ref  # noqa: PLC0415
+    from perfbench.history.git_order import first_parent_order, resolve_ref
 
     for s in found:
         for p in s.points:
@@ -99,6 +99,6 @@ def _since_order(found: list[Series], ref: str, repo: Path) -> int:
 
 
 def page_command(db: str | None, filters: Filters, out: Path, min_magnitude: float, commit_url: str | None) -> str:
-    from perfbench.history.page import write_page  # noqa: PLC0415
+    from perfbench.history.page import write_page
 
     return f"page: {write_page(load_series(open_store(db), filters), out, min_magnitude, commit_url)}"

@@ -147,7 +147,7 @@ def measure_block_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunR
 def _allow_a_graph_per_run(runs: int) -> None:
     """Every graph-mode model compiles the same decode function for its own `self`: dynamo counts each as a
     recompile of that function, and past its limit it would run the step eagerly without notice."""
-    import torch._dynamo  # noqa: PLC0415
+    import torch._dynamo
 
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, 8 * runs)

@@ -86,7 +86,7 @@ class Reference:
 def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> Reference:
     """The all-off model's logits and routing for this workload, computed once per sweep (kept as safetensors
     beside the runs, so later runs of the same shape load them instead of decoding the slow unfused model again)."""
-    from safetensors.torch import load_file, save_file  # noqa: PLC0415
+    from safetensors.torch import load_file, save_file
 
     path = cache_dir / f"{reference_key(spec)}.safetensors" if cache_dir is not None else None
     if path is not None and path.is_file():
@@ -242,7 +242,7 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
     """Steps 1-2: the reference logits, the measured model (its plan checked), warm-up and compile."""
     started = utc_timestamp()
     t0 = time.perf_counter()
-    from perfbench.measure.environment import collect_environment  # noqa: PLC0415
+    from perfbench.measure.environment import collect_environment
 
     torch.manual_seed(spec.seed)
     caps = detect_capabilities(spec.device)
@@ -372,7 +372,7 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
 
 def _inductor_cache_counts() -> tuple[int, int]:
     """(hits, misses) of inductor's FX-graph cache so far in this process."""
-    from torch._dynamo.utils import counters  # noqa: PLC0415
+    from torch._dynamo.utils import counters
 
     return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
 

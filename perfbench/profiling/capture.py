@@ -77,7 +77,7 @@ def capture_trace(device: str, out_dir: Path, export_type: str = "text") -> Iter
     capture.paths = [path]
 
 
-def _npu_profile(out_dir: Path, export_type: str):  # noqa: ANN202 - a torch_npu profile object
+def _npu_profile(out_dir: Path, export_type: str):  # a torch_npu profile object
     import torch_npu  # only importable on an Ascend machine
 
     npu_profiler = torch_npu.profiler

@@ -384,7 +384,7 @@ class ABJob:
 def memory_refusal(sweep: SweepPlan) -> str:
     """Why both arms' models cannot share one process here ("" when they fit): every run of both arms is alive
     at once, so their estimates (perfbench/roofline/memory.py) add up."""
-    from perfbench.roofline.memory import available_bytes, estimate_run, size  # noqa: PLC0415
+    from perfbench.roofline.memory import available_bytes, estimate_run, size
 
     config = sweep.scenario.model_config_here()
     free = available_bytes()
@@ -435,10 +435,10 @@ def _save(job: ABJob, scenario: dict[str, Any], out: Path, status: str) -> ABRec
 
 def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[str], out_dir: str | None,
            settings: ABSettings, report: ReportHook | None = None) -> int:
-    from model.backend import detect_capabilities  # noqa: PLC0415
-    from perfbench.config.scenario import load_scenario  # noqa: PLC0415
-    from perfbench.config.sweep import plan_sweep  # noqa: PLC0415
-    from perfbench.run.runner import default_out  # noqa: PLC0415
+    from model.backend import detect_capabilities
+    from perfbench.config.scenario import load_scenario
+    from perfbench.config.sweep import plan_sweep
+    from perfbench.run.runner import default_out
 
     sc = load_scenario(scenario or "ci_smoke", overrides)
     if sc.parallel_config.world_size > 1:

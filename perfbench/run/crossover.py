@@ -149,7 +149,7 @@ def run_search(search: CrossoverSearch, out: Path, speedups_at: Callable[[int], 
 def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[str, SpeedupPoint]]:
     """speedups_at for real: the point's sweep in out/points/<axis>-<x> (resumed when it is there), its pairs'
     speed-ups."""
-    from perfbench.run.runner import run_scenario  # noqa: PLC0415 - torch and the model load here only
+    from perfbench.run.runner import run_scenario  # torch and the model load here only
 
     def measure(x: int) -> dict[str, SpeedupPoint]:
         folder = out / "points" / f"{search.axis}-{x}"
@@ -175,8 +175,8 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
 def roofline_prior(search: CrossoverSearch, xs: list[int]) -> dict[str, dict[int, float]]:
     """phase -> x -> the roofline's speed-up for the toggle (perfbench estimate's cost model, the scenario's
     device, without / with the toggle); {} where the scenario cannot be priced (a note says so)."""
-    from perfbench.roofline.estimate import default_device, estimate_scenario  # noqa: PLC0415
-    from perfbench.roofline.peaks import device_peaks  # noqa: PLC0415
+    from perfbench.roofline.estimate import default_device, estimate_scenario
+    from perfbench.roofline.peaks import device_peaks
 
     out: dict[str, dict[int, float]] = {phase: {} for phase in PHASES}
     for x in xs:

@@ -157,7 +157,7 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
     if missing:
         raise UserError(f"{Path(sc.source).name}: {missing}")
     if executor == "local":  # runs here share this host's memory; ray places them on other hosts
-        from perfbench.roofline.memory import check_memory  # noqa: PLC0415 - kept beside its one call
+        from perfbench.roofline.memory import check_memory  # kept beside its one call
 
         check_memory(sweep)
     if dry_run:

@@ -170,7 +170,7 @@ class Bisect:
     def _trace_diff(self, size: Comparison) -> str:
         if not (size.base_trace and size.head_trace):
             return "no traces around it to diff (ab jobs do not profile; `perfbench run` both commits to get them)"
-        from perfbench.profiling.diff_runs import diff_command  # noqa: PLC0415
+        from perfbench.profiling.diff_runs import diff_command
 
         return diff_command(Path(size.base_trace), Path(size.head_trace), self.out / "diff")
 
@@ -193,7 +193,7 @@ def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_t
     exit 2 (skip)."""
 
     def compare(base: str, head: str, out: Path) -> Comparison:
-        from perfbench.run.ab import ABSettings, run_ab  # noqa: PLC0415
+        from perfbench.run.ab import ABSettings, run_ab
 
         try:
             run_ab(base, head, scenario, overrides, str(out), ABSettings(max_time_s=max_time_s), report=None)

@@ -278,7 +278,7 @@ def op_checks(device: str, shapes: OpShapes | None = None, dtype: torch.dtype | 
 
 def tensor_device(device: str) -> str:
     """Where the checks put their tensors: the device itself, or the CPU under the NPU emulator."""
-    from perfbench.emulation.npu import tensor_device as emulated  # noqa: PLC0415
+    from perfbench.emulation.npu import tensor_device as emulated
 
     return emulated(device)
 
