@@ -10,13 +10,13 @@ phase or threshold reuses them, and an interrupted search resumes.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from unittest import mock
 
 from pydantic import BaseModel, ConfigDict
 
@@ -146,6 +146,19 @@ def run_search(search: CrossoverSearch, out: Path, speedups_at: Callable[[int], 
     return rows
 
 
+@contextlib.contextmanager
+def environ_defaults(defaults: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with each of `defaults` that is not set there set, for the block; a value already set wins and
+    stays. On the way out (an exception included) only the variables this added are removed again."""
+    added = [name for name in defaults if name not in os.environ]
+    os.environ.update({name: defaults[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
 def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[str, SpeedupPoint]]:
     """speedups_at for real: the point's sweep in out/points/<axis>-<x> (resumed when it is there), its pairs'
     speed-ups."""
@@ -160,7 +173,8 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
         # compile per shape (12-15 s each for chunk_gdr's chunk terms here)
         shared = {"TORCHINDUCTOR_CACHE_DIR": str(compile_cache_root(out) / "inductor"),
                   "TORCH_COMPILE_JOB_ID": "perfbench-crossover"}
-        with mock.patch.dict(os.environ, {k: v for k, v in shared.items() if k not in os.environ}):
+        # the sweep's worker processes inherit them from this process's environment
+        with environ_defaults(shared):
             code = run_scenario(search.scenario, out_dir=str(folder), overrides=point_overrides(search, x),
                                 dry_run=False, resume=folder.exists())
         if code not in (0, 1):
