@@ -17,9 +17,9 @@ import torch
 from model.backend import Capabilities
 from model.cache import Qwen3_5MoeCache
 from model.modeling import Qwen3_5MoeForCausalLM
-from perfbench.measure.cluster import is_result_writer
 from perfbench.measure.environment import emulation_label
 from perfbench.measure.iteration import Workload, run_iteration
+from perfbench.measure.node_launch import is_result_writer
 from perfbench.results import RunSpec
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
     The iteration decodes `spec.profile_decode_steps` tokens where set (a smaller trace), else the workload's."""
     from perfbench.config.execution_mode import execution_mode
     from perfbench.profiling import capture_trace, load_trace
-    from perfbench.profiling.cluster import cluster_record, per_rank_steps
+    from perfbench.profiling.across_ranks import cluster_record, per_rank_steps
     from perfbench.profiling.graph_mode import check_mode
     from perfbench.profiling.loading import rank_folder_events
     from perfbench.profiling.plan_check import check_plan, mismatches

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perfbench.measure import failure_kinds
-from perfbench.measure.cluster import is_result_writer
+from perfbench.measure.node_launch import is_result_writer
 from perfbench.measure.requests import requests, send_answer
 from perfbench.results import Environment, RunPlan, RunResult, RunSpec, atomic_write_json
 from perfbench.results.timestamps import utc_timestamp

@@ -15,7 +15,7 @@ from perfbench.analysis.advisor import (
     run_findings,
     trace_findings,
 )
-from perfbench.profiling.cluster import cluster_record, link_pairs, per_rank_steps, rank_summary, slowest
+from perfbench.profiling.across_ranks import cluster_record, link_pairs, per_rank_steps, rank_summary, slowest
 from perfbench.profiling.communication import link_bandwidth
 from perfbench.profiling.events import NONE_LABEL, primary_side
 from perfbench.profiling.idle import ALL_LAYERS as IDLE_ALL_LAYERS

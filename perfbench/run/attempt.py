@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
-from perfbench.measure.cluster import NodeLaunch
 from perfbench.measure.compile_cache import compile_cache_dir
 from perfbench.measure.failure_kinds import of_lost_process
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.measure.worker import WORKER_BANNER
 from perfbench.results import Environment, Failure, RunPlan, RunResult, atomic_write_json
 from perfbench.results.timestamps import utc_timestamp

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import RunSpec
 from perfbench.run.launcher import WORKER_MODULE, ProcessOutcome, ending_signal, sigterm_as_interrupt
 from perfbench.run.worker_process import WorkerProcess
