@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from model.config import PRESETS
+from model.config import PRESETS, Qwen3_5MoeTextConfig
 from model.optimizations import TOGGLES
 
 
-def _params(cfg) -> int:
+def _params(cfg: Qwen3_5MoeTextConfig) -> int:
     h, layers = cfg.hidden_size, cfg.num_hidden_layers
     experts = cfg.num_experts * 3 * h * cfg.moe_intermediate_size
     shared = 3 * h * cfg.shared_expert_intermediate_size
