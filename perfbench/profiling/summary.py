@@ -76,13 +76,13 @@ def _compute_vs_communication(events: pd.DataFrame) -> str:
 
 
 def trace_steps(trace: LoadedTrace) -> pd.DataFrame:
-    """`cluster.per_rank_steps` of a loaded trace (its events, and the profiler's step_trace_time.csv)."""
+    """`across_ranks.per_rank_steps` of a loaded trace (its events, and the profiler's step_trace_time.csv)."""
     return per_rank_steps(trace.events, trace.extra_tables.get("ascend_step_trace_time"))
 
 
 def cluster_lines(steps: pd.DataFrame, links: pd.DataFrame | None = None,
                   matrix: pd.DataFrame | None = None) -> list[str]:
-    """The cluster section: per-rank step table (`cluster.per_rank_steps` rows), the slowest rank, bandwidth per
+    """The cluster section: per-rank step table (`across_ranks.per_rank_steps` rows), the slowest rank, bandwidth per
     link type and the slowest link of the communication matrix, where the profiler wrote those."""
     ranks = rank_summary(steps)
     if ranks.empty:
