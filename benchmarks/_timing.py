@@ -12,11 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-import torch  # noqa: E402
+import torch
 
-from model import Qwen3_5MoeForCausalLM  # noqa: E402
-from model.backend import synchronize, timed  # noqa: E402
-from perfbench.analysis import stats  # noqa: E402
+from model import Qwen3_5MoeForCausalLM
+from model.backend import synchronize, timed
+from perfbench.analysis import stats
 
 
 def interleaved(candidates: dict[str, Callable[[], object]], reps: int = 7, warmup: int = 1,

@@ -31,18 +31,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from perfbench.analysis.compare import COMPARED, Match, MetricChange, match_runs  # noqa: E402
-from perfbench.analysis.rounds import ROUND_PREFIX  # noqa: E402
-from perfbench.analysis.speedup import (  # noqa: E402
-    Speedup,  # noqa: E402
+from perfbench.analysis.compare import COMPARED, Match, MetricChange, match_runs
+from perfbench.analysis.rounds import ROUND_PREFIX
+from perfbench.analysis.speedup import (
+    Speedup,
     plan_label,
     speedups,
 )
-from perfbench.analysis.stability import host_speed_differs  # noqa: E402
-from perfbench.gate.checks import FAIL  # noqa: E402
-from perfbench.gate.engine import evaluate  # noqa: E402
-from perfbench.gate.rules import default_rules  # noqa: E402
-from perfbench.results import ResultFolder, RunResult, load_folder  # noqa: E402
+from perfbench.analysis.stability import host_speed_differs
+from perfbench.gate.checks import FAIL
+from perfbench.gate.engine import evaluate
+from perfbench.gate.rules import default_rules
+from perfbench.results import ResultFolder, RunResult, load_folder
 
 PLANTED = 1.15
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "tpot_steps_ms")

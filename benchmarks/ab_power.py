@@ -36,7 +36,7 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from planted import commit_plant, commit_source  # noqa: E402
+from planted import commit_plant, commit_source
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = ["--scenario", "default_cpu", "--set", "perfbench.sweep.design=none", "--set", "perfbench.sweep.runs=[]",

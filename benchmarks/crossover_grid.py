@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from perfbench.analysis.crossover import crossing_from_points  # noqa: E402
-from perfbench.run.crossover import PHASES, check_search, run_search, sweep_speedups  # noqa: E402
+from perfbench.analysis.crossover import crossing_from_points
+from perfbench.run.crossover import PHASES, check_search, run_search, sweep_speedups
 
 
 def main() -> int:

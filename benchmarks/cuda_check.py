@@ -32,12 +32,12 @@ from torch._dynamo.utils import counters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _timing import generation_runner, interleaved, median_ms, table  # noqa: E402
+from _timing import generation_runner, interleaved, median_ms, table
 
-from model import Qwen3_5MoeForCausalLM  # noqa: E402
-from model.config import PRESETS, load_config  # noqa: E402
-from model.ops.gdn import GDR_PREFILL, gdr_prefill_ref  # noqa: E402
-from model.toggles import TOGGLE_NAMES  # noqa: E402
+from model import Qwen3_5MoeForCausalLM
+from model.config import PRESETS, load_config
+from model.ops.gdn import GDR_PREFILL, gdr_prefill_ref
+from model.toggles import TOGGLE_NAMES
 
 DEVICE = "cuda"
 # bf16 operands through a chunked kernel against an fp32 recurrence: relative RMS error well under 1e-2 is

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from planted import commit_plant  # noqa: E402  (this folder is on sys.path: the script runs from it)
+from planted import commit_plant  # (this folder is on sys.path: the script runs from it)
 
 REPO = Path(__file__).resolve().parents[1]
 

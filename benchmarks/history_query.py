@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfbench.history.commands import show_command  # noqa: E402
-from perfbench.history.records import Point, Snapshot  # noqa: E402
-from perfbench.history.series import Filters  # noqa: E402
-from perfbench.history.store import ingest, open_store  # noqa: E402
+from perfbench.history.commands import show_command
+from perfbench.history.records import Point, Snapshot
+from perfbench.history.series import Filters
+from perfbench.history.store import ingest, open_store
 
 PLANS = ("all off", "attn", "gdr", "gmm", "merged", "norm", "rope", "attn+gdr+gmm+merged+norm+rope",
          "attn+gdr+gmm+graph+merged+norm+rope")

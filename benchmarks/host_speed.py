@@ -18,14 +18,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-import torch  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+import torch
+from scipy.stats import spearmanr
 
-from model.backend import detect_capabilities  # noqa: E402
-from perfbench.measure.environment import cpu_model  # noqa: E402
-from perfbench.measure.host_probe import HostProbe, speed_change  # noqa: E402
-from perfbench.measure.run_steps import build_model, make_workload, run_iteration  # noqa: E402
-from perfbench.results import RunSpec  # noqa: E402
+from model.backend import detect_capabilities
+from perfbench.measure.environment import cpu_model
+from perfbench.measure.host_probe import HostProbe, speed_change
+from perfbench.measure.run_steps import build_model, make_workload, run_iteration
+from perfbench.results import RunSpec
 
 
 def main(argv: list[str] | None = None) -> None:

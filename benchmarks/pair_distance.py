@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from perfbench.results import RunResult, load_folder  # noqa: E402
+from perfbench.results import RunResult, load_folder
 
 
 def _demeaned(groups: dict[int, list[tuple[int, float]]]) -> list[tuple[int, float]]:

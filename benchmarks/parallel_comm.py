@@ -76,7 +76,7 @@ def count_expert_pairs(model: Qwen3_5MoeForCausalLM) -> PairCounter:
 def measure(model_name: str, num_layers: int, parallel: dict[str, int], toggles: dict[str, bool],
             batch: int, prompt_len: int, decode_steps: int) -> dict:
     """One layout on this rank: per decode step, comm events (bytes, seconds) and expert pairs."""
-    import torch.distributed as dist  # noqa: PLC0415
+    import torch.distributed as dist
 
     model = Qwen3_5MoeForCausalLM.from_pretrained(model_name, num_layers=num_layers, dummy_weights=True,
                                                   optimizations=toggles, parallel_config=parallel)
@@ -105,7 +105,7 @@ def measure(model_name: str, num_layers: int, parallel: dict[str, int], toggles:
 
 
 def worker(args: argparse.Namespace) -> None:
-    import torch.distributed as dist  # noqa: PLC0415
+    import torch.distributed as dist
 
     torch.set_num_threads(1)
     world = int(os.environ["WORLD_SIZE"])

@@ -23,13 +23,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model import Qwen3_5MoeForCausalLM  # noqa: E402
-from model.cost import CostToggles, CostWorkload, model_cost  # noqa: E402
-from model.optimizations import TOGGLE_NAMES  # noqa: E402
-from model.parallel_config import ParallelConfig  # noqa: E402
-from perfbench.analysis import stats  # noqa: E402
-from perfbench.roofline.peaks import cpu_peaks  # noqa: E402
-from perfbench.roofline.pricing import estimate_model  # noqa: E402
+from model import Qwen3_5MoeForCausalLM
+from model.cost import CostToggles, CostWorkload, model_cost
+from model.optimizations import TOGGLE_NAMES
+from model.parallel_config import ParallelConfig
+from perfbench.analysis import stats
+from perfbench.roofline.peaks import cpu_peaks
+from perfbench.roofline.pricing import estimate_model
 
 
 def main() -> None:

@@ -84,7 +84,7 @@ def op_rows(reps: int) -> list[list[str]]:
     return rows
 
 
-def model_calls(toggles: dict[str, bool], prompt: torch.Tensor, lens: torch.Tensor):  # noqa: ANN201
+def model_calls(toggles: dict[str, bool], prompt: torch.Tensor, lens: torch.Tensor):
     """(prefill, decode one step) closures over a fresh tiny model with these toggles."""
     model = Qwen3_5MoeForCausalLM.from_pretrained("tiny", optimizations=toggles)
     cache = model.new_cache(1, prompt.shape[1] + 64)

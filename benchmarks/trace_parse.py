@@ -32,12 +32,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ascend_text_to_db import text_to_db  # noqa: E402
+from ascend_text_to_db import text_to_db
 
-from model.tracing import scope_name  # noqa: E402
-from perfbench.profiling.ascend import parse_ascend_dir  # noqa: E402
-from perfbench.profiling.chrome import parse_chrome_trace  # noqa: E402
-from perfbench.profiling.tables import (  # noqa: E402
+from model.tracing import scope_name
+from perfbench.profiling.ascend import parse_ascend_dir
+from perfbench.profiling.chrome import parse_chrome_trace
+from perfbench.profiling.tables import (
     compute_vs_communication,
     op_counts_per_decode_step,
     per_category,
@@ -92,7 +92,7 @@ class TraceWriter:
         self.events.append(event)
         return event
 
-    def range(self, cat: str, name: str, body) -> None:  # noqa: ANN001 - a callable emitting children
+    def range(self, cat: str, name: str, body) -> None:  # a callable emitting children
         start = self.clock
         self.clock += 0.5
         event = self._x(cat, name, start, 0.0, **{"External id": self._id()})

@@ -25,13 +25,13 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _timing import generation_runner, table  # noqa: E402
+from _timing import generation_runner, table
 
-from model import Qwen3_5MoeForCausalLM  # noqa: E402
-from model.config import PRESETS  # noqa: E402
-from perfbench.analysis import stats  # noqa: E402
-from perfbench.measure.environment import cpu_model  # noqa: E402
-from tests.hf_reference import build_hf_model, save_hf_checkpoint  # noqa: E402
+from model import Qwen3_5MoeForCausalLM
+from model.config import PRESETS
+from perfbench.analysis import stats
+from perfbench.measure.environment import cpu_model
+from tests.hf_reference import build_hf_model, save_hf_checkpoint
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -121,7 +122,10 @@ def synchronize(device: str) -> None:
         torch.npu.synchronize()  # type: ignore[attr-defined]
 
 
-def timed(device: str, fn: Callable[[], object]) -> tuple[object, float]:
+_T = TypeVar("_T")
+
+
+def timed(device: str, fn: Callable[[], _T]) -> tuple[_T, float]:
     """Run `fn` bounded by device synchronization; returns (result, seconds). The one timer of the project."""
     synchronize(device)
     start = time.perf_counter()

@@ -32,7 +32,10 @@ class Qwen3_5MoeCache:
         nkv = num_kv_heads or config.num_key_value_heads
         nv = num_v_heads or config.linear_num_value_heads
         conv_dim = conv_dim or config.linear_conv_dim
-        key, value, conv, recurrent = [], [], [], []
+        key: list[torch.Tensor | None] = []
+        value: list[torch.Tensor | None] = []
+        conv: list[torch.Tensor | None] = []
+        recurrent: list[torch.Tensor | None] = []
         for layer_type in config.layer_types:
             if layer_type == "full_attention":
                 shape = (batch, max_len, nkv, config.head_dim)

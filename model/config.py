@@ -57,13 +57,13 @@ class Qwen3_5MoeTextConfig:
     num_experts_per_tok: int = 8
     num_experts: int = 256
     full_attention_interval: int = 4
-    layer_types: list[str] | None = None
+    layer_types: list[str] = field(default_factory=list)  # empty (or null in config.json): the default pattern
     eos_token_id: int | list[int] | None = None
     # keys of config.json we do not use, kept for the record instead of failing on them
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if self.layer_types is None:
+        if not self.layer_types:
             self.layer_types = [
                 "full_attention" if (i + 1) % self.full_attention_interval == 0 else "linear_attention"
                 for i in range(self.num_hidden_layers)

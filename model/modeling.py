@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -54,6 +54,8 @@ def _call_forward(phase: str, step: int, forward: Callable[[], torch.Tensor]) ->
 
 
 class Qwen3_5MoeForCausalLM(nn.Module):
+    inv_freq: torch.Tensor  # a buffer (declared: nn.Module types attributes it holds as Tensor | Module)
+
     def __init__(self, config: Qwen3_5MoeTextConfig, plan: Plan, dtype: torch.dtype = torch.float32,
                  device: torch.device | str = "cpu", compile_cache_dir: Path | None = None,
                  groups: ProcessGroups | None = None) -> None:
@@ -109,7 +111,7 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         with the device's backend when needed), builds the parallel groups (collective: every rank calls
         from_pretrained with the same arguments) and loads or draws only its own shard.
         """
-        from model import weights  # noqa: PLC0415 - weights imports this module's classes
+        from model import weights  # weights imports this module's classes
 
         config = load_config(path_or_preset, num_layers)
         parallel = parallel_config if isinstance(parallel_config, ParallelConfig) else \
@@ -141,7 +143,7 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         out = {**self.embed_tokens.slots("model.embed_tokens."), **self.lm_head.slots("lm_head."),
                **self.norm.slots("model.norm.")}
         for i, layer in enumerate(self.layers):
-            out.update(layer.slots(f"model.layers.{i}."))
+            out.update(cast(Qwen3_5MoeDecoderLayer, layer).slots(f"model.layers.{i}."))
         return out
 
     # ---- forward -------------------------------------------------------------------------------
@@ -161,6 +163,7 @@ class Qwen3_5MoeForCausalLM(nn.Module):
             if step.tap is not None:
                 hidden, residual = step.tap.enter(i, hidden, residual)
             hidden, residual = layer(hidden, residual, step)
+        assert residual is not None, "a model has at least one layer (the config checks it)"
         with self.scopes(module="final_norm"):
             hidden, _ = self.norm.add_forward(hidden, residual)
         return hidden

@@ -293,7 +293,7 @@ def build_process_groups(layout: ParallelLayout, device: str = "cpu") -> Process
                 mine[kind] = group
     dispatch_name = ""
     if device == "npu" and layout.size("moe_ep") > 1 and layout.size("moe_tp") == 1:
-        from model.ops.comm import hccl_comm_name  # noqa: PLC0415 - ops import layers, which import this module
+        from model.ops.comm import hccl_comm_name  # ops import layers, which import this module
 
         for ranks in layout.all_groups("moe_ep"):
             group = dist.new_group(list(ranks))  # a fresh communicator, never the shared one

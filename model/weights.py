@@ -19,12 +19,16 @@ import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from model.config import ConfigError
 from model.layers.linear import Slot
 from model.parallel import held_elsewhere, shard_slots
+
+if TYPE_CHECKING:  # modeling imports this module when it builds a model
+    from model.modeling import Qwen3_5MoeForCausalLM
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ def _normalise(key: str) -> str | None:
 def checkpoint_tensors(folder: Path) -> Iterator[tuple[Path, str, torch.Tensor]]:
     """(file, normalised key, tensor) for every tensor the text model uses; fused experts yield per-expert
     views."""
-    from safetensors import safe_open  # noqa: PLC0415
+    from safetensors import safe_open
 
     for path in checkpoint_files(folder):
         try:
@@ -100,13 +104,13 @@ def checkpoint_tensors(folder: Path) -> Iterator[tuple[Path, str, torch.Tensor]]
                         yield path, f"{prefix}{e}.up_proj.weight", up
 
 
-def model_slots(model: torch.nn.Module) -> dict[str, Slot]:
+def model_slots(model: Qwen3_5MoeForCausalLM) -> dict[str, Slot]:
     """The model's weight slots with this rank's shard set (unchanged at world_size 1)."""
     groups = getattr(model, "groups", None)
-    slots: dict[str, Slot] = model.slots()  # type: ignore[operator]
+    slots = model.slots()
     if groups is None or groups.layout.world_size == 1:
         return slots
-    return shard_slots(slots, model.config, groups.layout)  # type: ignore[arg-type]
+    return shard_slots(slots, model.config, groups.layout)
 
 
 def _copy_into(slot: Slot, tensor: torch.Tensor, path: Path, key: str) -> None:
@@ -119,12 +123,12 @@ def _copy_into(slot: Slot, tensor: torch.Tensor, path: Path, key: str) -> None:
 
 
 @torch.no_grad()
-def load_checkpoint(model: torch.nn.Module, folder: Path) -> None:
+def load_checkpoint(model: Qwen3_5MoeForCausalLM, folder: Path) -> None:
     """Copy every tensor (this rank's block of it) into its slot; shape mismatches and missing tensors raise
     with file and tensor named."""
     slots = model_slots(model)
-    config = model.config  # type: ignore[union-attr]
-    layout = model.groups.layout if hasattr(model, "groups") else None  # type: ignore[union-attr]
+    config = model.config
+    layout = model.groups.layout if hasattr(model, "groups") else None
     tied = bool(getattr(config, "tie_word_embeddings", False))
     filled: set[str] = set()
     unexpected: list[str] = []
@@ -167,13 +171,13 @@ def _init_value(key: str, shape: torch.Size, std: float, gen: torch.Generator) -
 
 
 @torch.no_grad()
-def init_dummy(model: torch.nn.Module, seed: int = 0) -> None:
+def init_dummy(model: Qwen3_5MoeForCausalLM, seed: int = 0) -> None:
     """Seeded random weights at the model's size (no checkpoint needed).
 
     Each tensor draws from its own generator seeded by (seed, key), so its values do not depend on which other
     tensors a process holds: a tensor-parallel shard is exactly the slice of the single-device tensor.
     """
-    std = model.config.initializer_range  # type: ignore[union-attr]
+    std = model.config.initializer_range
     for key, slot in model_slots(model).items():
         target = slot.param[slot.dest] if slot.dest else slot.param
         if not math.prod(target.shape):

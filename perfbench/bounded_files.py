@@ -15,6 +15,7 @@ import gzip
 import json
 import re
 import zlib
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +27,7 @@ from perfbench.errors import UserError
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 MiB = 1024**2
 TRACE_BYTES = 1024 * MiB  # a profiler's trace or table (chrome trace, kernel_details.csv, communication.json)
@@ -53,9 +54,10 @@ def check_size(path: Path, cap: int) -> int:
     return size
 
 
-def read_capped_stream(handle: IO[bytes], cap: int, where: str) -> bytes:
+def read_capped_stream(handle: IO[bytes] | gzip.GzipFile, cap: int, where: str) -> bytes:
     """At most `cap` bytes of an open stream (a .gz, a tar member); UserError past the cap."""
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     while True:
         chunk = handle.read(min(_CHUNK, cap + 1 - total))
         if not chunk:
@@ -164,8 +166,7 @@ def csv_header(path: Path, cap: int = TRACE_BYTES) -> list[str]:
     if len(line) > HEADER_BYTES:
         raise UserError(f"{path}: header line longer than {size_text(HEADER_BYTES)}: not a profiler's CSV")
     names = [name.strip() for name in next(csv.reader([line]), [])]
-    seen: set[str] = set()
-    twice = sorted({name for name in names if name in seen or seen.add(name)})
+    twice = sorted(name for name, count in Counter(names).items() if count > 1)
     if twice:
         shown = ", ".join(repr(n[:40]) for n in twice[:3]) + (f" and {len(twice) - 3} more" if len(twice) > 3 else "")
         raise UserError(f"{path}: header names {shown} more than once: not a profiler's CSV")

@@ -91,6 +91,6 @@ def os_error_line(err: OSError) -> str:
     """One line for an OSError from reading or writing: "PATH: No space left on device (ENOSPC)"."""
     if not err.strerror:
         return " ".join(str(err).split())
-    code = f" ({errno.errorcode[err.errno]})" if err.errno in errno.errorcode else ""
+    code = f" ({errno.errorcode[err.errno]})" if err.errno is not None and err.errno in errno.errorcode else ""
     where = f"{err.filename}: " if err.filename is not None else ""
     return f"{where}{err.strerror}{code}"

@@ -40,9 +40,10 @@ class Qwen3_5MoeDecoderLayer(nn.Module):
         norm_ops = (ops.rms_norm, ops.add_rms_norm)
         self.input_layernorm = Qwen3_5MoeRMSNorm(h, eps, *norm_ops, dtype, device)
         self.post_attention_layernorm = Qwen3_5MoeRMSNorm(h, eps, *norm_ops, dtype, device)
+        self.mixer: Qwen3_5MoeAttention | Qwen3_5MoeGatedDeltaNet
         if self.layer_type == "full_attention":
-            self.mixer: nn.Module = Qwen3_5MoeAttention(config, layer_idx, ops, dtype, device,
-                                                        sizes.num_heads, sizes.num_kv_heads, groups.attn_tp)
+            self.mixer = Qwen3_5MoeAttention(config, layer_idx, ops, dtype, device,
+                                             sizes.num_heads, sizes.num_kv_heads, groups.attn_tp)
             self.mixer_name, self.mixer_module = "self_attn", "attn"
         else:
             self.mixer = Qwen3_5MoeGatedDeltaNet(config, layer_idx, ops, dtype, device, sizes.linear_k_heads,

@@ -64,6 +64,8 @@ class Qwen3_5MoeGatedDeltaNet(nn.Module):
         b, t, _ = x.shape
         qkv, z, beta_logit, a = self.in_proj(x)
         conv_state = step.cache.conv[self.layer_idx]
+        state = step.cache.recurrent[self.layer_idx]
+        assert conv_state is not None and state is not None, "a linear-attention layer's cache holds its states"
         if step.prefill:
             mixed = self._conv_prefill(qkv, step.seq_lens, conv_state)
         else:
@@ -74,7 +76,6 @@ class Qwen3_5MoeGatedDeltaNet(nn.Module):
         v = mixed[..., 2 * self.key_dim:].reshape(b, t, self.num_v_heads, self.head_v_dim)
         beta = torch.sigmoid(beta_logit.float())
         g = -torch.exp(self.A_log.float()) * F.softplus(a.float() + self.dt_bias.float())
-        state = step.cache.recurrent[self.layer_idx]
         if step.prefill:
             out, final = self.ops.gdr_prefill(q, k, v, g, beta, self.scale, None, step.seq_lens)
             state.copy_(final)

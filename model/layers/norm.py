@@ -13,6 +13,8 @@ from model.layers.linear import Slot
 class Qwen3_5MoeRMSNorm(nn.Module):
     """Zero-centred RMSNorm: y = norm(x) * (1 + w). The op receives gamma = 1 + w (fp32), computed once."""
 
+    gamma: torch.Tensor  # a buffer (declared: nn.Module types attributes it holds as Tensor | Module)
+
     def __init__(self, dim: int, eps: float, rms_norm: Callable, add_rms_norm: Callable, dtype: torch.dtype,
                  device: torch.device | str) -> None:
         super().__init__()

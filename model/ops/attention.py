@@ -191,10 +191,10 @@ def bind_decode_fia(fn: Callable[..., Tensor], *, v2: bool, ge_graph: bool) -> C
     """
     name = "npu_fused_infer_attention_score_v2" if v2 else "npu_fused_infer_attention_score"
     if ge_graph:
-        import torchair  # noqa: PLC0415 - NPU only, outside any trace
+        import torchair  # NPU only, outside any trace
 
         return functools.partial(fn, fia=getattr(torchair.ops, name), tensor_lengths=True)
-    import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
+    import torch_npu  # noqa: F401 - registers torch.ops.npu
 
     return functools.partial(fn, fia=getattr(torch.ops.npu, name), tensor_lengths=False)
 
@@ -245,7 +245,7 @@ def attention_decode_npu(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_lens: T
     `fia` and `tensor_lengths` come from `bind_decode_fia`; the defaults are the eager op with host lists.
     """
     if fia is None:
-        import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
+        import torch_npu  # noqa: F401 - registers torch.ops.npu
 
         fia = torch.ops.npu.npu_fused_infer_attention_score
     b, _, n_q, d = q.shape
@@ -274,7 +274,7 @@ def attention_decode_npu_tnd(q: Tensor, k_cache: Tensor, v_cache: Tensor, kv_len
     cumulative). Needs S % 128 == 0. `fia` and `tensor_lengths` as in `attention_decode_npu`.
     """
     if fia is None:
-        import torch_npu  # noqa: F401, PLC0415 - registers torch.ops.npu
+        import torch_npu  # noqa: F401 - registers torch.ops.npu
 
         fia = torch.ops.npu.npu_fused_infer_attention_score_v2
     b, _, n_q, d = q.shape

@@ -158,8 +158,9 @@ def _decay_exp_(log_decay: Tensor) -> Tensor:
     products of two decay factors normal; the token recurrence multiplies by e^g <= 1 per step and never
     forms these products.
     """
-    F.threshold_(log_decay, LOG_DECAY_FLOOR, LOG_DECAY_FLOOR).exp_()
-    return F.threshold_(log_decay, _DECAY_FLUSH, 0.0)
+    # F.threshold_ exists at run time; torch's stubs omit it
+    F.threshold_(log_decay, LOG_DECAY_FLOOR, LOG_DECAY_FLOOR).exp_()  # type: ignore[attr-defined]
+    return F.threshold_(log_decay, _DECAY_FLUSH, 0.0)  # type: ignore[attr-defined]
 
 
 def gdr_prefill_chunked(
@@ -228,8 +229,9 @@ def gdr_prefill_chunked(
     outs = []
     for c0 in range(0, Nc, per_slab):
         sl = slice(c0, c0 + per_slab)
-        terms = terms_of(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl], bc[:, :, :, sl], scale)
-        o, S = _chunk_outputs(*terms, S)
+        M, N, Qs, PU = terms_of(qc[:, :, :, sl], kc[:, :, :, sl], vc[:, :, :, sl], gc[:, :, :, sl], bc[:, :, :, sl],
+                                scale)
+        o, S = _chunk_outputs(M, N, Qs, PU, S)
         outs.append(o.view(B, Hk, r, -1, C, Dv))
     o = outs[0] if len(outs) == 1 else torch.cat(outs, dim=3)          # [B, Hk, r, Nc, C, Dv]
     # One copy back to [B, T, Hv, Dv], casting on the way.
@@ -497,7 +499,9 @@ def _gdr_prefill_tnd(
     else:
         lens = seq_lens.to(device=q.device, dtype=torch.int32)
         # NOTE: packing makes the token count data-dependent (host sync); acceptable in eager prefill.
-        rows = _valid_mask(lens, B, T, q.device).reshape(-1).nonzero().squeeze(1)
+        valid = _valid_mask(lens, B, T, q.device)
+        assert valid is not None  # lens is given
+        rows = valid.reshape(-1).nonzero().squeeze(1)
 
     def pack(x: Tensor) -> Tensor:
         x = x.reshape(B * T, *x.shape[2:])

@@ -65,8 +65,8 @@ def compile_npu_ge(fn: DecodeFn, cache_dir: Path | None = None, *, tnd_attention
 
     Tiling schedule optimisation is documented as unsupported with TND fused attention, so it is left off then.
     """
-    import torchair as tng  # noqa: PLC0415 - NPU only
-    from torchair.configs.compiler_config import CompilerConfig  # noqa: PLC0415
+    import torchair as tng  # NPU only
+    from torchair.configs.compiler_config import CompilerConfig
 
     config = CompilerConfig()
     config.experimental_config.frozen_parameter = True
@@ -81,7 +81,7 @@ def compile_npu_ge(fn: DecodeFn, cache_dir: Path | None = None, *, tnd_attention
 
 def compile_npu_graph_ex(fn: DecodeFn, cache_dir: Path | None = None) -> DecodeFn:
     """npugraph_ex (aclgraph capture) with the recipe's options."""
-    options = {"frozen_parameter": True}
+    options: dict[str, str | int | bool | Callable[..., object]] = {"frozen_parameter": True}
     if cache_dir is not None:
         return torch.npu.npugraph_ex.inference.cache_compile(  # type: ignore[attr-defined]
             fn, cache_dir=str(cache_dir), dynamic=False, options=options)

@@ -343,6 +343,8 @@ def moe_finalize_routing_ref(
     rows = expanded_permuted_rows.float()
     picked = torch.where((src >= 0)[..., None], rows[src.clamp(min=0)], 0.0)      # (N, K, H)
     if bias is not None:
+        if export_for_source_row is None:
+            raise ValueError("moe_finalize_routing_ref: `bias` needs `export_for_source_row` (each row's expert)")
         picked = picked + bias.float()[export_for_source_row.long()]
     out = (scales.float()[..., None] * picked).sum(dim=1)
     for skip in (skip1, skip2):

@@ -6,7 +6,7 @@ describes every rule: what triggers it, its threshold and why.
     trace_findings(TraceFacts(...)) + run_findings(result)    # `perfbench trace` on a trace (and its run)
 
 Tables are read by the column names their writers give them (perfbench/profiling/idle.py,
-tables.compute_vs_communication, cluster.link_pairs), so this stage needs neither torch nor the profiler parsers.
+tables.compute_vs_communication, across_ranks.link_pairs), so this stage needs neither torch nor the profiler parsers.
 """
 
 from __future__ import annotations
@@ -104,8 +104,9 @@ class Finding:
 @dataclass
 class TraceFacts:
     """What the trace rules read from one trace: its tables by CSV stem (`idle`, `compute_vs_communication`),
-    the multi-rank record (`cluster.cluster_record`), the links of a communication matrix (`cluster.link_pairs`),
-    and how to name where they are (`label`: "run r1: " or ""; `tables_dir`: "runs/r1/tables/")."""
+    the multi-rank record (`across_ranks.cluster_record`), the links of a communication matrix
+    (`across_ranks.link_pairs`), and how to name where they are (`label`: "run r1: " or ""; `tables_dir`:
+    "runs/r1/tables/")."""
 
     tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
     cluster: Mapping[str, Any] | None = None
@@ -201,7 +202,7 @@ def slowest_rank(cluster: Mapping[str, Any] | None, label: str = "", where: str 
     if not pct >= SLOWEST_RANK_PCT:
         return []
     rank = cluster["slowest_rank"]
-    row = next((r for r in cluster.get("per_rank") or [] if r.get("rank") == rank), {})
+    row: Mapping[str, Any] = next((r for r in cluster.get("per_rank") or [] if r.get("rank") == rank), {})
     detail = ""
     if row:
         times = {key: _us(_number(row.get(f"{key}_us"))) for key in ("step", "compute", "communication", "wait")}

@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import cast
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.analysis import stats
@@ -141,8 +142,10 @@ def designs(results: Sequence[RunResult], metric: str) -> list[Design]:
         design = Design(shape, metric)
         for on, runs in grouped[shape].items():
             samples = tuple(x for r in runs for x in r.finite_samples(sample_key)) if sample_key else ()
-            by_round = tuple((r.spec.round, float(r.metric(metric))) for r in runs if r.spec.rounds > 1)
-            design.cells[on] = Cell(on=on, value=stats.median([r.metric(metric) for r in runs]),
+            # every grouped run has the metric (checked above)
+            values = [cast(float, r.metric(metric)) for r in runs]
+            by_round = tuple((r.spec.round, v) for r, v in zip(runs, values) if r.spec.rounds > 1)
+            design.cells[on] = Cell(on=on, value=stats.median(values),
                                     samples=samples, run_ids=tuple(r.run_id for r in runs), by_round=by_round,
                                     results=tuple(runs))
         out.append(design)

@@ -87,6 +87,7 @@ def _pair_change(metric: str, a: RunResult, b: RunResult,
         return MetricChange(metric, value_a, value_b, None, None, None, None, basis)
     change = effect(xs, ys, alternative="two-sided", alpha=ALPHA, ci_level=CI_LEVEL)
     lo, hi = change.ci_low, change.ci_high
+    assert lo is not None and hi is not None  # effect() gives a CI at every ci_level
     if higher_is_better(metric):  # throughput ~ 1 / latency
         lo, hi = 1.0 / hi, 1.0 / lo
     in_band = basis == "iterations" and noise_band.inside(metric, value_b / value_a, bands)

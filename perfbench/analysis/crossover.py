@@ -171,9 +171,9 @@ def find_crossing(measure: Callable[[int], SpeedupPoint], lo: int, hi: int, thre
     for x in start_points(lo, hi):
         take(x)
     while measured < max_points:
-        x = next_point(list(known.values()), threshold, lo, hi)
-        if x is None:
+        point = next_point(list(known.values()), threshold, lo, hi)
+        if point is None:
             break
-        take(x)
+        take(point)
     found = list(known.values())
     return crossing_from_points(found, threshold, lo, hi), sorted(found, key=lambda p: p.x)

@@ -31,6 +31,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -126,7 +127,7 @@ class LogInterval:
         return float(scipy_stats.t.sf((self.center - threshold) / self.se, self.df))
 
 
-def interval_over_clusters(estimates: Sequence[float]) -> LogInterval:
+def interval_over_clusters(estimates: Sequence[float] | np.ndarray) -> LogInterval:
     """Student t (G - 1 df) on the cluster estimates; Yuen's 20%-trimmed t from `YUEN_MIN_CLUSTERS` on.
 
     Yuen (1974): with g = floor(0.2 G) trimmed from each end, the centre is the trimmed mean, the standard error
@@ -216,7 +217,7 @@ def _ratio(log_value: float) -> float:
     return math.exp(log_value) if log_value < 709.0 else math.inf
 
 
-def paired_ratio(clusters: Mapping[object, tuple[Sequence[float], Sequence[float]]], band: float = DEFAULT_BAND,
+def paired_ratio(clusters: Mapping[Any, tuple[Sequence[float], Sequence[float]]], band: float = DEFAULT_BAND,
                  margin: float = DEFAULT_MARGIN, level: float = CI_LEVEL) -> PairedRatio | None:
     """after / before over paired samples, `clusters` mapping a cluster (an epoch, a process) to its aligned
     (before, after) samples; None when fewer than two pairs remain. Judged at `level` (see `look_level`)."""

@@ -39,8 +39,8 @@ def plan_warnings(results: Sequence[RunResult], merged: Sequence[RunResult], bas
                                            f"{more_rounds_hint(r)}")
         if baseline is None or cid == baseline.spec.combination_id:
             continue
-        if separate and (why := host_speed_reasons(base_rounds, groups[cid])):
-            out.setdefault(cid, []).append(f"{plan_label(r)} against the baseline: {'; '.join(why)}; "
+        if separate and (speed_reasons := host_speed_reasons(base_rounds, groups[cid])):
+            out.setdefault(cid, []).append(f"{plan_label(r)} against the baseline: {'; '.join(speed_reasons)}; "
                                            f"{more_rounds_hint(r)}")
         for key, gain in gains.get(cid, {}).items():
             if gain is not None and gain.basis == "blocks" and gain.verdict == INCONCLUSIVE:

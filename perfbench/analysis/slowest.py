@@ -3,10 +3,12 @@ say about a multi-rank run."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 
-def slowest(table: pd.DataFrame, key: str, value: str, higher_is_slower: bool = True) -> tuple[object, float]:
+def slowest(table: pd.DataFrame, key: str, value: str, higher_is_slower: bool = True) -> tuple[Any, float]:
     """(key of the slowest row, how far it is from the median in %) of `value`: % above the median for a time
     (`higher_is_slower`), % below it for a rate. (None, 0) for fewer than two rows."""
     values = table[value].astype(float)

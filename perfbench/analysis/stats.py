@@ -73,8 +73,8 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[..., float] = median, l
     return _bootstrap_interval((arr,), stat, False, level, n_boot, seed)
 
 
-def ratio_ci(before: Sequence[float], after: Sequence[float], level: float = CI_LEVEL, n_boot: int = N_BOOT,
-             seed: int = 0, stat: Callable[..., float] = median) -> tuple[float, float, float]:
+def ratio_ci(before: Sequence[float] | np.ndarray, after: Sequence[float] | np.ndarray, level: float = CI_LEVEL,
+             n_boot: int = N_BOOT, seed: int = 0, stat: Callable[..., float] = median) -> tuple[float, float, float]:
     """Ratio stat(after) / stat(before) (default: ratio of medians) with a percentile-bootstrap CI, both
     samples resampled independently `n_boot` times (scipy.stats.bootstrap). Deterministic for a given seed.
 
@@ -93,14 +93,14 @@ def ratio_ci(before: Sequence[float], after: Sequence[float], level: float = CI_
                 return np.median(y, axis=axis) / np.median(x, axis=axis)
         lo, hi = _bootstrap_interval((a, b), ratio, True, level, n_boot, seed)
     else:
-        def ratio(x: np.ndarray, y: np.ndarray) -> float:
+        def ratio_of_stats(x: np.ndarray, y: np.ndarray) -> float:
             den = float(stat(x))
             return float(stat(y)) / den if den else math.inf
-        lo, hi = _bootstrap_interval((a, b), ratio, False, level, n_boot, seed)
+        lo, hi = _bootstrap_interval((a, b), ratio_of_stats, False, level, n_boot, seed)
     return float(stat(b)) / point_before, lo, hi
 
 
-def mann_whitney_u(a: Sequence[float], b: Sequence[float], alternative: str = "two-sided",
+def mann_whitney_u(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, alternative: str = "two-sided",
                    method: str = "auto") -> tuple[float, float]:
     """Mann-Whitney U test (Wilcoxon rank-sum) of a against b, by scipy.stats.mannwhitneyu.
 

@@ -44,7 +44,7 @@ def planned_mode(result: RunResult) -> str:
     decision = result.plan.decisions.get("graph_mode")
     on = decision is not None and decision.on
     exe_mode = result.spec.exe_mode
-    if on and decision.impl.startswith("torchair "):
+    if decision is not None and on and decision.impl.startswith("torchair "):
         exe_mode = decision.impl.split()[-1]
     return execution_mode(result.spec.device, on, exe_mode)
 

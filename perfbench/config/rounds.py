@@ -85,7 +85,7 @@ def assign_timing(runs: list[PlannedRun], mode: str, weight_bytes: float | None,
         if not reason and len(members) < 2:
             reason = "a single run: nothing to pair it with"
         need = weight_bytes * len(members) if weight_bytes is not None else None
-        if not reason and need is not None and available_bytes is not None \
+        if not reason and need is not None and weight_bytes is not None and available_bytes is not None \
                 and need > MEMORY_SHARE * available_bytes:
             reason = (f"{len(members)} models of {weight_bytes / 1e9:.2f} GB need {need / 1e9:.1f} GB, more than "
                       f"{MEMORY_SHARE:.0%} of the {available_bytes / 1e9:.1f} GB available")

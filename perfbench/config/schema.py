@@ -18,11 +18,10 @@ import types
 import typing
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import PydanticUndefined
 
 from model.parallel_config import FIELDS as PARALLEL_FIELDS
 from perfbench.errors import UserError
@@ -58,6 +57,9 @@ PositiveFloat = Annotated[float, Field(gt=0.0)]
 OneOrMany = BeforeValidator(_one_or_many)
 
 
+_SectionT = TypeVar("_SectionT", bound="Section")
+
+
 class Section(BaseModel):
     """Base of every YAML section. Subclasses set PATH and may list RECIPE_ONLY keys: keys the
     cann-recipes-infer schema has that perfbench accepts and keeps in `recipe_extras` without acting on them.
@@ -69,7 +71,7 @@ class Section(BaseModel):
     RECIPE_ONLY: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def from_yaml(cls, raw: Any) -> typing.Self:
+    def from_yaml(cls: type[_SectionT], raw: Any) -> _SectionT:
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
@@ -184,7 +186,7 @@ def options(cls: type[Section]) -> Iterator[tuple[str, str, str]]:
             yield f"{cls.PATH}.{name}", "", str(field.description)
             yield from options(inner)
             continue
-        default = field.default_factory() if field.default is PydanticUndefined else field.default
+        default = field.get_default(call_default_factory=True)
         tp = _bare(field.annotation)
         choices = f" (one of {', '.join(typing.get_args(tp))})" if typing.get_origin(tp) is Literal else ""
         yield f"{cls.PATH}.{name}", json.dumps(default), f"{field.description}{choices}"

@@ -158,7 +158,7 @@ def run_id(identity: dict[str, object]) -> str:
 
 def resolved_device(scenario: Scenario, caps: Capabilities) -> tuple[str, str]:
     """(device, dtype) of the runs: "auto" follows the capabilities' device."""
-    device = scenario.perfbench.device
+    device: str = scenario.perfbench.device
     if device == "auto":
         device = caps.device
     elif device != caps.device:
@@ -206,7 +206,7 @@ def plan_sweep(scenario: Scenario, caps: Capabilities, device_present: bool = Tr
             if key in seen:
                 seen[key].stands_for.append(combo.label)
                 continue
-            identity = {
+            identity: dict[str, object] = {
                 "scenario": scenario.name, "device": device, "dtype": dtype, "model": pb.model,
                 "num_layers": pb.num_layers, "batch_size": batch, "input_len": input_len,
                 "output_len": workload.output_len, "ragged": workload.ragged, "toggles": combo.toggles,
@@ -250,10 +250,12 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 def _weight_bytes(scenario: Scenario, dtype: str) -> float | None:
     """One model's weights on one rank; None when the model's config cannot be read here."""
-    from model.config import ConfigError, load_config  # noqa: PLC0415
-    from model.cost import total_weight_bytes  # noqa: PLC0415
-    from model.parallel_config import ParallelConfig  # noqa: PLC0415
+    from model.config import ConfigError, load_config
+    from model.cost import total_weight_bytes
+    from model.parallel_config import ParallelConfig
 
+    if scenario.perfbench.model is None:  # filled in when the scenario loads
+        return None
     try:
         config = load_config(scenario.perfbench.model, scenario.perfbench.num_layers)
     except (ConfigError, OSError, ValueError):
@@ -263,7 +265,7 @@ def _weight_bytes(scenario: Scenario, dtype: str) -> float | None:
 
 
 def _available_memory() -> float:
-    import psutil  # noqa: PLC0415
+    import psutil
 
     return float(psutil.virtual_memory().available)
 

@@ -210,6 +210,7 @@ def check_timing(rule: TimingRule, base: RunResult, cur: RunResult, p_adjusted: 
         level = 1.0 - 2.0 * rule.alpha  # the bound on the worse side is then a one-sided (1 - alpha) bound
         change = effect(before, after, _worse(metric), rule.alpha, ci_level=level, stat=_statistic(metric))
         low, high = change.ci_low, change.ci_high  # current / baseline
+        assert low is not None and high is not None  # asked with a ci_level
         if metric.higher_is_better:  # as the ratio above: > 1 is worse
             low, high = 1.0 / high, 1.0 / low
         significant = bool(change.ci_excludes_one)
@@ -419,6 +420,7 @@ def check_ratio_pair(rule: RatioRule, num: RunResult, den: RunResult) -> CheckRe
     ci = ""
     if num_samples and den_samples:
         change = effect(den_samples, num_samples, stat=_statistic(metric), n_boot=stats.N_BOOT)
+        assert change.ci_low is not None and change.ci_high is not None  # asked with the default ci_level
         low, high = change.ci_low, change.ci_high
         details.update(ci_low=low, ci_high=high)
         ci = f", {stats.CI_LEVEL:.0%} CI [{low:.2f}, {high:.2f}]"

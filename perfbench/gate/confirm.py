@@ -91,7 +91,7 @@ def run_ab_job(base: str, head: str, scenario: str, out: Path) -> ABRecord:
     """The default runner: `perfbench ab BASE HEAD --scenario SCENARIO` with its default settings, except that its
     --max-time counts pairs, not the start-up (a confirmation that ran out of time in its start-up decides
     nothing). An interrupted job interrupts the gate (130 / 143), never a verdict from half its pairs."""
-    from perfbench.run.ab import ABSettings, run_ab  # noqa: PLC0415
+    from perfbench.run.ab import ABSettings, run_ab
 
     code = run_ab(base, head, scenario, [], str(out), ABSettings(budget_after_startup=True))
     if code in (128 + 2, 128 + 15):  # run_ab saved its pairs and returned the signal's code

@@ -327,14 +327,14 @@ def _first_error(err: ValidationError, entries: list[dict[str, Any]], source: st
     priority = {"union_tag_invalid": 0, "union_tag_not_found": 0, "extra_forbidden": 1, "missing": 2}
     first = min(err.errors(), key=lambda e: (e["loc"][1], priority.get(e["type"], 3)))
     loc = first["loc"]  # ("rules", i, kind, key, ...) or ("rules", i) for a bad kind
-    i = loc[1]
+    i = int(loc[1])
     where = f"{source}: rules[{i}]"
     kind = entries[i].get("kind")
     keys = [str(part) for part in loc[3:]]
     if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
         return f"{where}.kind: unknown kind {kind!r}; allowed: {', '.join(RULE_CLASSES)}"
     if first["type"] == "extra_forbidden":
-        allowed = ", ".join(RULE_CLASSES[kind].model_fields)
+        allowed = ", ".join(RULE_CLASSES[str(kind)].model_fields)
         return f"{where}: unknown key '{keys[0]}' for kind {kind}; allowed: {allowed}"
     if first["type"] == "missing":
         return f"{where}: missing key '{keys[0]}' (kind {kind})"

@@ -127,7 +127,7 @@ def export_command(db: str | None, out: Path | None) -> str:
 
 def changes_command(db: str | None, filters: Filters, since: str | None, min_magnitude: float, repo: Path,
                     as_json: bool) -> str:
-    from perfbench.history.changes import series_changes  # noqa: PLC0415
+    from perfbench.history.changes import series_changes
 
     check_min_magnitude(min_magnitude)
     if since is not None and not since.strip():
@@ -168,7 +168,7 @@ def _since_order(found: list[Series], ref: str, repo: Path) -> int:
 
 def page_command(db: str | None, filters: Filters, out: Path, min_magnitude: float, commit_url: str | None,
                  since: str | None = None, repo: Path | None = None) -> str:
-    from perfbench.history.page import write_page  # noqa: PLC0415
+    from perfbench.history.page import write_page
 
     check_min_magnitude(min_magnitude)
     check_commit_url(commit_url)

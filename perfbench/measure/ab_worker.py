@@ -47,16 +47,16 @@ def _timed(run: Any) -> dict[str, float | None]:
 
 
 def _graphs_compiled() -> int:
-    from torch._dynamo.utils import counters  # noqa: PLC0415
+    from torch._dynamo.utils import counters
 
     return int(sum(counters["stats"].values())) if "stats" in counters else 0
 
 
 def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path], reply: IO[str]) -> int:
-    from perfbench.measure.arm_modules import ProcessState, RestorableState, load_arm  # noqa: PLC0415
-    from perfbench.measure.epochs import Relocator, relocatable  # noqa: PLC0415
-    from perfbench.measure.host_probe import HostProbe  # noqa: PLC0415
-    from perfbench.measure.thread_budget import fit_threads_to_host  # noqa: PLC0415
+    from perfbench.measure.arm_modules import ProcessState, RestorableState, load_arm
+    from perfbench.measure.epochs import Relocator, relocatable
+    from perfbench.measure.host_probe import HostProbe
+    from perfbench.measure.thread_budget import fit_threads_to_host
 
     _allow_a_graph_per_run(2 * len(specs))
     if specs:
@@ -124,10 +124,10 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
 
 
 def serve_one_arm(specs: list[RunSpec], out: Path, name: str, reply: IO[str]) -> int:
-    import model  # noqa: PLC0415 - the arm's model package, from its own checkout
-    from perfbench.measure.host_probe import HostProbe  # noqa: PLC0415
-    from perfbench.measure.run_steps import prepare_run  # noqa: PLC0415
-    from perfbench.measure.thread_budget import fit_threads_to_host  # noqa: PLC0415
+    import model  # the arm's model package, from its own checkout
+    from perfbench.measure.host_probe import HostProbe
+    from perfbench.measure.run_steps import prepare_run
+    from perfbench.measure.thread_budget import fit_threads_to_host
 
     WHERE.update(arm=name, stage="startup")
     if specs:
@@ -146,7 +146,7 @@ def serve_one_arm(specs: list[RunSpec], out: Path, name: str, reply: IO[str]) ->
 def _allow_a_graph_per_run(runs: int) -> None:
     """Every graph-mode model compiles its decode function for its own `self`; dynamo counts each as a
     recompile of that function (per arm: each arm's code is its own), and past its limit it would run eagerly."""
-    import torch._dynamo  # noqa: PLC0415
+    import torch._dynamo
 
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, 8 * runs)

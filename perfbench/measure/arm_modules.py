@@ -134,7 +134,7 @@ class ProcessState:
 
     @classmethod
     def capture(cls) -> ProcessState:
-        import torch  # noqa: PLC0415
+        import torch
 
         values = {
             "torch.num_threads": repr(torch.get_num_threads()),
@@ -147,8 +147,8 @@ class ProcessState:
             "torch.backends.cudnn.allow_tf32": repr(torch.backends.cudnn.allow_tf32),
             "torch.backends.cuda.matmul.allow_tf32": repr(torch.backends.cuda.matmul.allow_tf32),
         }
-        import torch._dynamo  # noqa: PLC0415
-        import torch._inductor.config  # noqa: PLC0415
+        import torch._dynamo
+        import torch._inductor.config
 
         values.update({f"torch._dynamo.config.{k}": v for k, v in _config_items(torch._dynamo.config).items()})
         values.update({f"torch._inductor.config.{k}": v
@@ -177,9 +177,9 @@ class RestorableState:
 
     @classmethod
     def save(cls) -> RestorableState:
-        import torch  # noqa: PLC0415
-        import torch._dynamo  # noqa: PLC0415
-        import torch._inductor.config  # noqa: PLC0415
+        import torch
+        import torch._dynamo
+        import torch._inductor.config
 
         flags = {"mkldnn": torch.backends.mkldnn.enabled, "cudnn_benchmark": torch.backends.cudnn.benchmark,
                  "cudnn_tf32": torch.backends.cudnn.allow_tf32,
@@ -189,13 +189,13 @@ class RestorableState:
                    dict(os.environ))
 
     def restore(self) -> None:
-        import torch  # noqa: PLC0415
-        import torch._dynamo  # noqa: PLC0415
-        import torch._inductor.config  # noqa: PLC0415
+        import torch
+        import torch._dynamo
+        import torch._inductor.config
 
         torch.set_num_threads(self.num_threads)
         torch.set_float32_matmul_precision(self.matmul_precision)
-        torch.backends.mkldnn.enabled = self.flags["mkldnn"]
+        torch.backends.mkldnn.enabled = self.flags["mkldnn"]  # type: ignore[assignment]  # a settable ContextProp
         torch.backends.cudnn.benchmark = self.flags["cudnn_benchmark"]
         torch.backends.cudnn.allow_tf32 = self.flags["cudnn_tf32"]
         torch.backends.cuda.matmul.allow_tf32 = self.flags["matmul_tf32"]

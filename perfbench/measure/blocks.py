@@ -42,7 +42,7 @@ from perfbench.measure.run_steps import (
     record_timings,
 )
 from perfbench.measure.stopping import CONVERGED, MAX_ITERATIONS, MAX_TIME
-from perfbench.results import Failure, RunPlan, RunResult, RunSpec
+from perfbench.results import BlockPlacement, Failure, RunPlan, RunResult, RunSpec
 
 CONVERGED_PAIRED = f"{CONVERGED} (paired)"
 EPOCH_BLOCKS = 5  # timed blocks per epoch (the trimmed mean of a cluster needs 5 pairs)
@@ -59,7 +59,7 @@ class BlockRun:
     epoch: list[int] = field(default_factory=list)
     position: list[int] = field(default_factory=list)  # the iteration's place in its block's random order
     error: str | None = None
-    failure: Failure | None = None
+    failure: Failure = field(default_factory=Failure)  # set with `error`
 
     def fail(self, err: BaseException, stage: str) -> None:
         """The run is out of the group from here on."""
@@ -147,7 +147,7 @@ def measure_block_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunR
 def _allow_a_graph_per_run(runs: int) -> None:
     """Every graph-mode model compiles the same decode function for its own `self`: dynamo counts each as a
     recompile of that function, and past its limit it would run the step eagerly without notice."""
-    import torch._dynamo  # noqa: PLC0415
+    import torch._dynamo
 
     config = torch._dynamo.config
     config.recompile_limit = max(config.recompile_limit, 8 * runs)
@@ -213,6 +213,6 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
         # every run sees the block's probe reading: the host speed while the whole block was timed
         run.timings.probe_ms = [probe_ms[i] for i in run.block_index] if probe_ms else []
         record_timings(run.prepared, run.timings, reason, host)
-        run.prepared.result.blocks = {"group": spec.block_group, "process": process, "index": run.block_index,
-                                      "epoch": run.epoch, "position": run.position, "runs": len(runs),
-                                      "blocks": blocks}
+        run.prepared.result.blocks = BlockPlacement(group=spec.block_group, process=process, index=run.block_index,
+                                                    epoch=run.epoch, position=run.position, runs=len(runs),
+                                                    blocks=blocks)

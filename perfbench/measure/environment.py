@@ -57,8 +57,8 @@ def device_info(device: str) -> tuple[str, int]:
     try:
         if device == "cuda" and torch.cuda.is_available():
             return torch.cuda.get_device_name(0), torch.cuda.device_count()
-        if device == "npu" and hasattr(torch, "npu") and torch.npu.is_available():  # type: ignore[attr-defined]
-            return torch.npu.get_device_name(0), torch.npu.device_count()  # type: ignore[attr-defined]
+        if device == "npu" and hasattr(torch, "npu") and torch.npu.is_available():
+            return torch.npu.get_device_name(0), torch.npu.device_count()
     except Exception:  # noqa: BLE001 - a probe that fails is recorded as unknown, never fatal
         return "unknown", 0
     if device == "cpu":

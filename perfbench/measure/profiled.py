@@ -17,9 +17,9 @@ import torch
 from model.backend import Capabilities
 from model.cache import Qwen3_5MoeCache
 from model.modeling import Qwen3_5MoeForCausalLM
-from perfbench.measure.cluster import is_result_writer
 from perfbench.measure.environment import emulation_label
 from perfbench.measure.iteration import Workload, run_iteration
+from perfbench.measure.node_launch import is_result_writer
 from perfbench.results import RunSpec
 
 if TYPE_CHECKING:
@@ -33,13 +33,13 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
                       caps: Capabilities) -> dict[str, object]:
     """One annotated iteration under the profiler, parsed into tables; a failure here is recorded, not fatal.
     The iteration decodes `spec.profile_decode_steps` tokens where set (a smaller trace), else the workload's."""
-    from perfbench.config.execution_mode import execution_mode  # noqa: PLC0415
-    from perfbench.profiling import capture_trace, load_trace  # noqa: PLC0415
-    from perfbench.profiling.cluster import cluster_record, per_rank_steps  # noqa: PLC0415
-    from perfbench.profiling.graph_mode import check_mode  # noqa: PLC0415
-    from perfbench.profiling.loading import rank_folder_events  # noqa: PLC0415
-    from perfbench.profiling.plan_check import check_plan, mismatches  # noqa: PLC0415
-    from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables  # noqa: PLC0415
+    from perfbench.config.execution_mode import execution_mode
+    from perfbench.profiling import capture_trace, load_trace
+    from perfbench.profiling.across_ranks import cluster_record, per_rank_steps
+    from perfbench.profiling.graph_mode import check_mode
+    from perfbench.profiling.loading import rank_folder_events
+    from perfbench.profiling.plan_check import check_plan, mismatches
+    from perfbench.profiling.tables import ALL_OPS, op_counts_per_decode_step, write_tables
 
     rank = int(os.environ.get("RANK", "0"))
     # every rank runs the profiled iteration (its collectives need all ranks); each keeps its own trace and
@@ -116,7 +116,7 @@ def export_for_viewers(source: Path, run_dir: Path, prefer: str | None, emulatio
                        loaded: LoadedTrace) -> dict[str, str]:
     """The run's normalized chrome trace for Perfetto (docs/trace_analysis.md 3): `{"export": path}`, or
     `{"export_error": why}`; the raw profiler output is read, never changed."""
-    from perfbench.profiling.export import export_trace  # noqa: PLC0415
+    from perfbench.profiling.export import export_trace
 
     try:
         export_trace(source, run_dir / EXPORT_PATH, prefer=prefer, trace=loaded, emulation=emulation)
@@ -136,8 +136,8 @@ def wait_for_every_rank(device: torch.device) -> None:
 def roofline_tables(model: Qwen3_5MoeForCausalLM, events: pd.DataFrame, workload: Workload, spec: RunSpec,
                     caps: Capabilities, out_dir: Path) -> list[Path]:
     """tables/roofline.csv: measured time per (phase, category) next to the roofline of the same work."""
-    from model.parallel_config import ParallelConfig  # noqa: PLC0415
-    from perfbench.roofline.measured import peaks_for_run, write_roofline_table  # noqa: PLC0415
+    from model.parallel_config import ParallelConfig
+    from perfbench.roofline.measured import peaks_for_run, write_roofline_table
 
     peaks = peaks_for_run(caps.device, caps.device_name, caps.npu_platform)
     path = write_roofline_table(events, model.config, ParallelConfig.from_dict(spec.parallel), model.plan,

@@ -52,7 +52,7 @@ from perfbench.measure.numerics import compare_replayed
 from perfbench.measure.profiled import profile_iteration
 from perfbench.measure.routing_flips import rounding_flips, routing_from_tensors, routing_to_tensors
 from perfbench.measure.stopping import StoppingRule
-from perfbench.results import Numerics, RunPlan, RunResult, RunSpec
+from perfbench.results import ExpertLoad, Numerics, RunPlan, RunResult, RunSpec, Stability, TraceRecord
 from perfbench.results.timestamps import utc_timestamp
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cac
     """The all-off model's logits, routing and layer taps for this workload, computed once per sweep (kept as
     safetensors beside the runs, so later runs of the same shape load them instead of decoding the slow unfused
     model again)."""
-    from safetensors.torch import load_file, save_file  # noqa: PLC0415
+    from safetensors.torch import load_file, save_file
 
     path = cache_dir / f"{reference_key(spec)}.safetensors" if cache_dir is not None else None
     if path is not None and path.is_file():
@@ -276,7 +276,7 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
     """Steps 1-2: the reference logits, the measured model (its plan checked), warm-up and compile."""
     started = utc_timestamp()
     t0 = time.perf_counter()
-    from perfbench.measure.environment import collect_environment  # noqa: PLC0415
+    from perfbench.measure.environment import collect_environment
 
     torch.manual_seed(spec.seed)
     caps = detect_capabilities(spec.device)
@@ -371,7 +371,8 @@ def record_timings(run: PreparedRun, timings: Timings, stop_reason: str, host: d
     result.summary.host_speed_change = speed_change(timings.probe_ms)
     result.summary.update(host)
     verdict, per_metric = stability.run_stability(result.summary, result.samples)
-    result.stability = {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}}
+    result.stability = Stability.model_validate(
+        {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}})
     if run.reference is not None:
         result.numerics = numerics_against_reference(run)
 
@@ -382,8 +383,8 @@ def finish_run(run: PreparedRun) -> RunResult:
     if spec.round <= 1:  # a combination's merged result reports round 1's load (analysis/rounds.py)
         result.expert_load = expert_load(run.model, run.ids, run.seq_lens, run.cache, run.workload)
     if spec.profile:
-        result.trace = profile_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload, run.run_dir,
-                                         spec, run.caps)
+        result.trace = TraceRecord.model_validate(
+            profile_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload, run.run_dir, spec, run.caps))
     result.wall_s = time.perf_counter() - run.started
     return result
 
@@ -398,13 +399,14 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
             record_timings(run, timings, stop_reason, host)
             return finish_run(run)
     except Exception as err:
-        err.plan = run.result.plan  # type: ignore[attr-defined] - the worker records the plan that was built
+        # the worker records the plan that was built
+        err.plan = run.result.plan  # type: ignore[attr-defined]
         raise
 
 
 def _inductor_cache_counts() -> tuple[int, int]:
     """(hits, misses) of inductor's FX-graph cache so far in this process."""
-    from torch._dynamo.utils import counters  # noqa: PLC0415
+    from torch._dynamo.utils import counters
 
     return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
 
@@ -422,7 +424,7 @@ COUNTED = "one untimed iteration after timing (each timed iteration routes the s
 
 
 def expert_load(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor, cache: Qwen3_5MoeCache,
-                workload: Workload) -> dict[str, object]:
+                workload: Workload) -> ExpertLoad:
     """Per-expert routing counts of every MoE layer over one iteration (analysis/expert_load.py). Prefill counts
     include the padding positions of a ragged batch: they are routed and computed too. A compiled decode step
     records nothing (model/expert_counts.py), so graph_mode runs have prefill counts only."""
@@ -433,8 +435,9 @@ def expert_load(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch
     if "decode" not in totals and workload.output_len > 1:
         not_recorded["decode"] = ("graph_mode: the compiled decode step carries no recording" if
                                   model.plan.on("graph_mode") else "no decode step recorded")
-    return load_record(totals, num_experts=model.config.num_experts, top_k=model.config.num_experts_per_tok,
-                       ep_size=model.groups.layout.size("moe_ep"), counted=COUNTED, not_recorded=not_recorded)
+    return ExpertLoad.model_validate(
+        load_record(totals, num_experts=model.config.num_experts, top_k=model.config.num_experts_per_tok,
+                    ep_size=model.groups.layout.size("moe_ep"), counted=COUNTED, not_recorded=not_recorded))
 
 
 def _run_threads(device: str) -> int:

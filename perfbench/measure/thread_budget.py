@@ -48,7 +48,7 @@ def fit_threads_to_host(device: str, measure: Callable[[], float | None] = busy_
     _note = None
     if device != "cpu" or "OMP_NUM_THREADS" in os.environ:
         return None
-    import torch  # noqa: PLC0415 - the worker has it loaded already
+    import torch  # the worker has it loaded already
 
     other = measure()
     if other is None:

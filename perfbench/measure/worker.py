@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perfbench.measure import failure_kinds
-from perfbench.measure.cluster import is_result_writer
+from perfbench.measure.node_launch import is_result_writer
 from perfbench.measure.requests import requests, send_answer
-from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json
+from perfbench.results import Environment, RunPlan, RunResult, RunSpec, atomic_write_json
 from perfbench.results.timestamps import utc_timestamp
 
 FAULT_ENV = "PERFBENCH_FAULT"
@@ -110,7 +110,7 @@ def _finalize(result: RunResult, spec: RunSpec, started: str, t0: float) -> RunR
     if not result.env:
         from perfbench.measure.environment import collect_environment
 
-        result.env = collect_environment(spec.device)
+        result.env = Environment.model_validate(collect_environment(spec.device))
     return result
 
 

@@ -131,7 +131,7 @@ def _cell_html(col: Column, row: dict[str, Any]) -> str:
     value = row.get(col.key)
     attrs, classes = [], []
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if numeric and math.isfinite(value):
+    if numeric and math.isfinite(value):  # type: ignore[arg-type]  # `numeric`: an int or a float
         attrs.append(f'data-sort="{value!r}"')
         classes.append("num")
     if col.mark_key and row.get(col.mark_key):

@@ -88,7 +88,7 @@ def _db_file(folder: Path, rank: int | None = None) -> Path | None:
     """The folder's ascend_pytorch_profiler .db (the one named for `rank` when it holds several), or None."""
     found = sorted(p for p in folder.glob(DB_GLOB) if p.is_file())
     named = [p for p in found if rank is not None and p.stem.endswith(f"_{rank}")]
-    return (named or found or [None])[0]
+    return next(iter(named or found), None)
 
 
 def _rank_of(root: Path) -> int | None:
@@ -242,7 +242,7 @@ def parse_ascend_dir(path: Path | str, prefer: str | None = None) -> AscendProfi
     path = Path(path)
     folders = find_rank_folders(path)
     profile = AscendProfile(events=empty_events(), ranks=[f.rank for f in folders])
-    parsed: list[tuple[_RankFolder, KernelDetails, dict]] = []
+    parsed: list[tuple[_RankFolder, KernelDetails, dict, dict]] = []
     views: list[tuple[_RankFolder, TraceView]] = []  # ranks with a trace_view.json but no kernel_details.csv
     host_views: list[tuple[_RankFolder, TraceView]] = []  # every trace_view.json: its host ops
     kernels, op_stats, step_traces, comms, links, matrices = [], [], [], [], [], []
@@ -258,7 +258,7 @@ def parse_ascend_dir(path: Path | str, prefer: str | None = None) -> AscendProfi
             profile.notes.append(f"{tag}: the .db export was asked for but {out} has no {DB_GLOB}; read the "
                                  "text export")
         from_db = db is not None and (prefer == "db" or (not has_kernels and not has_trace))
-        if from_db:
+        if db is not None and from_db:
             details, view, level_hint = _read_db(db, tag, profile.notes)
             levels.append(level or level_hint)
             parsed.append((folder, details, view.scope_by_start(), view.launch_by_start()))

@@ -168,7 +168,8 @@ def _collectives(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
 
 def _host_ops(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
     """PYTORCH_API rows of type `op` (torch ops and record_function ranges, trace_view's cpu_op events)."""
-    where, params = "", ()
+    where = ""
+    params: tuple[int, ...] = ()
     if "type" in db.columns["PYTORCH_API"]:
         op_id = API_TYPE_OP
         if db.has("ENUM_API_TYPE"):

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -77,7 +78,7 @@ def capture_trace(device: str, out_dir: Path, export_type: str = "text") -> Iter
     capture.paths = [path]
 
 
-def _npu_profile(out_dir: Path, export_type: str):  # noqa: ANN202 - a torch_npu profile object
+def _npu_profile(out_dir: Path, export_type: str) -> Any:  # a torch_npu profile object
     import torch_npu  # only importable on an Ascend machine
 
     npu_profiler = torch_npu.profiler

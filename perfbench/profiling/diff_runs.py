@@ -180,6 +180,7 @@ def diff_command(a: Path, b: Path, out: Path | None, by: Sequence[str] = DEFAULT
             if kind == "run" and not trace.exists():
                 raise UserError(f"{side} {trace.parent}: a run folder without a trace/ (the run was not profiled)")
         diffs = [diff_traces(traces[0], traces[1], by)]
+        assert diffs[0].diff is not None  # two traces always give a diff
         lines = [*diffs[0].headers, *diff_lines(diffs[0].diff, top), *_note_lines(diffs[0].notes)]
     path = (Path(out) if out is not None else default_out(b)) / CSV_NAME
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ table built by hand without it is still an events table (read it with `df.get(..
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -63,7 +63,7 @@ def empty_events() -> pd.DataFrame:
     return pd.DataFrame({col: pd.Series(dtype={**DTYPES, **OPTIONAL_DTYPES}[col]) for col in ALL_COLUMNS})
 
 
-def events_from_columns(columns: dict[str, Sequence]) -> pd.DataFrame:
+def events_from_columns(columns: Mapping[str, Sequence | np.ndarray]) -> pd.DataFrame:
     """Build an events table from equally long column sequences (None = null); missing columns become null,
     the optional ones included.
 

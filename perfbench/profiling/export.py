@@ -88,7 +88,8 @@ def _used_pids(events: Iterable[Mapping[str, Any]]) -> set[Any]:
 
 
 def _free_pids(used: set[Any], count: int) -> list[int]:
-    pids, candidate = [], PERFBENCH_PID_BASE
+    pids: list[int] = []
+    candidate = PERFBENCH_PID_BASE
     while len(pids) < count:
         if candidate not in used:
             pids.append(candidate)

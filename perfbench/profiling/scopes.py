@@ -72,7 +72,7 @@ def is_context_range(name: str) -> bool:
 
 def merge(outer: Scope, update: Scope) -> Scope:
     """`outer` with every field `update` sets replaced (the inner range wins)."""
-    return Scope(*(u if u is not None else o for o, u in zip(outer, update)))
+    return Scope._make(u if u is not None else o for o, u in zip(outer, update))
 
 
 def scope_columns(scopes: Sequence[Scope], steps: Sequence[int | None] | None = None) -> dict[str, list]:

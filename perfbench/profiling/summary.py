@@ -15,7 +15,7 @@ from perfbench.analysis.advisor import (
     run_findings,
     trace_findings,
 )
-from perfbench.profiling.cluster import cluster_record, link_pairs, per_rank_steps, rank_summary, slowest
+from perfbench.profiling.across_ranks import cluster_record, link_pairs, per_rank_steps, rank_summary, slowest
 from perfbench.profiling.communication import link_bandwidth
 from perfbench.profiling.events import NONE_LABEL, primary_side
 from perfbench.profiling.idle import ALL_LAYERS as IDLE_ALL_LAYERS
@@ -76,13 +76,13 @@ def _compute_vs_communication(events: pd.DataFrame) -> str:
 
 
 def trace_steps(trace: LoadedTrace) -> pd.DataFrame:
-    """`cluster.per_rank_steps` of a loaded trace (its events, and the profiler's step_trace_time.csv)."""
+    """`across_ranks.per_rank_steps` of a loaded trace (its events, and the profiler's step_trace_time.csv)."""
     return per_rank_steps(trace.events, trace.extra_tables.get("ascend_step_trace_time"))
 
 
 def cluster_lines(steps: pd.DataFrame, links: pd.DataFrame | None = None,
                   matrix: pd.DataFrame | None = None) -> list[str]:
-    """The cluster section: per-rank step table (`cluster.per_rank_steps` rows), the slowest rank, bandwidth per
+    """The cluster section: per-rank step table (`across_ranks.per_rank_steps` rows), the slowest rank, bandwidth per
     link type and the slowest link of the communication matrix, where the profiler wrote those."""
     ranks = rank_summary(steps)
     if ranks.empty:

@@ -40,7 +40,7 @@ def format_problems(data: Any, limit: int = 20) -> list[str]:
             continue
         track = (event.get("pid"), event.get("tid"))
         ts = event.get("ts")
-        if type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0:
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
             problems.append(f"event #{index} ({event.get('name')!r}): ts {ts!r} is not a non-negative number")
             continue
         if ts < last_ts.get(track, -1.0):

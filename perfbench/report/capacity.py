@@ -37,8 +37,8 @@ def _ci(pair: tuple[float, float] | None, side: int) -> float | None:
 
 def capacity_section(folder: Path, results: Sequence[RunResult]) -> Section:
     section = Section("Capacity")
-    if (note := emulation_note(results)) is not None:
-        section.blocks.append(note)
+    if (emulated := emulation_note(results)) is not None:
+        section.blocks.append(emulated)
     points = capacity_points(results)
     if len({p.batch_size for p in points}) < 2:
         section.blocks.append(Text("Capacity needs runs of two batch sizes or more (perfbench.workload.batch_sizes);"

@@ -32,7 +32,7 @@ def _status_note(m: Match) -> str:
 def _rows(matches: list[Match], bands: dict[str, float] | None = None) -> list[dict[str, Any]]:
     rows = []
     for m in matches:
-        base = {"run": m.label, "matched_by": m.matched_by, "shape": m.b.shape().label(),
+        base: dict[str, Any] = {"run": m.label, "matched_by": m.matched_by, "shape": m.b.shape().label(),
                 "toggles_on": combo_label(m.b.effective_on())}
         note = _status_note(m)
         if note:

@@ -28,7 +28,7 @@ def memory_rows(results: Sequence[RunResult]) -> list[dict[str, Any]]:
                                "toggles_on": combo_label(r.effective_on()), "device": r.spec.device}
         row.update(r.summary.model_dump(include=set(FIELDS)))
         peak, base_peak = r.summary.peak_mem_mb, base.summary.peak_mem_mb
-        row["peak_vs_fewest_mb"] = None if base is r or base_peak is None else peak - base_peak
+        row["peak_vs_fewest_mb"] = None if base is r or base_peak is None or peak is None else peak - base_peak
         rows.append(row)
     return rows
 

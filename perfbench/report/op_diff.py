@@ -55,7 +55,7 @@ def op_diff_section(folder_a: ResultFolder, folder_b: ResultFolder, matches: Seq
         "side (device kernel time, host self time), op, category, phase, module and input shapes; the "
         f"{TOP_ROWS} biggest movers per run pair. `perfbench diff A B` prints and writes every row.", note=True))
     rows = [row for d in done for row in _rows(d)]
-    keys = done[0].diff.keys if done else []
+    keys = done[0].diff.keys if done and done[0].diff is not None else []
     columns = [Column("run"), *(Column(k, "shape" if k == "input_shapes" else k) for k in keys),
                Column("count_a", "A n"), Column("total_us_a", "A µs"), Column("count_b", "B n"),
                Column("total_us_b", "B µs"), Column("delta_us", "B - A µs", mark_key="direction"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
@@ -87,8 +87,8 @@ def stacked_bars(bars: Sequence[str], stacks: Sequence[str], values: dict[tuple[
     return png_base64(fig)
 
 
-def curve_with_ci(series: dict[str, tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float]]],
-                  priors: dict[str, tuple[Sequence[float], Sequence[float]]], hlines: Sequence[float],
+def curve_with_ci(series: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float]]],
+                  priors: Mapping[str, tuple[Sequence[float], Sequence[float]]], hlines: Sequence[float],
                   bands: Sequence[tuple[float, float]], xlabel: str, ylabel: str, title: str,
                   log_x: bool = True) -> str:
     """Measured curves (name -> x, value, ci low, ci high) as points with CI bars and lines, dashed prior
@@ -116,7 +116,7 @@ def curve_with_ci(series: dict[str, tuple[Sequence[float], Sequence[float], Sequ
     return png_base64(fig)
 
 
-def scatter_frontier(points: dict[str, tuple[Sequence[float], Sequence[float], Sequence[str]]],
+def scatter_frontier(points: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[str]]],
                      frontier: tuple[Sequence[float], Sequence[float]], xlabel: str, ylabel: str, title: str) -> str:
     """Labelled points per series (name -> x, y, labels) and the Pareto frontier as a step line."""
     fig = Figure(figsize=(7.5, 4.6))

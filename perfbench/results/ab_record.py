@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -19,7 +19,7 @@ from perfbench.results.validation import record_error
 
 AB_FILE = "ab.json"
 AB_VERSION = 2
-AB_KIND = "perfbench ab"
+AB_KIND: Final = "perfbench ab"
 # version 1 wrote no level: every one of its verdicts and looks was decided at 95% (analysis/stats.py CI_LEVEL
 # may change; what an old record was decided at does not)
 V1_LEVEL = 0.95
@@ -96,13 +96,21 @@ class ABVerdict(_Part):
         return raw
 
 
+class ABTimed(_Part):
+    """One arm's iteration of a pair (None: not measured)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    probe_ms: float | None = None  # the host probe read just before the pair
+
+
 class ABPair(_Part):
     run_id: str
     cluster: int  # the epoch (one process) or worker generation (two processes)
     index: int  # the pair's number within its run and cluster
     base_first: bool
-    base: dict[str, float | None]  # ttft_ms, tpot_ms, probe_ms
-    head: dict[str, float | None]
+    base: ABTimed
+    head: ABTimed
 
     @model_validator(mode="before")
     @classmethod

@@ -113,7 +113,7 @@ def estimate_scenario(scenario: Scenario, peaks: DevicePeaks) -> tuple[list[Plan
     config = scenario_model(scenario)
     scenario = copy.deepcopy(scenario)
     caps = stand_in_capabilities(peaks)
-    scenario.perfbench.device = caps.device
+    scenario.perfbench.device = caps.device  # type: ignore[assignment]  # a peaks file's device is cpu, cuda or npu
     dtype = scenario.perfbench.dtype
     if dtype == "auto":
         dtype = "float32" if caps.device == "cpu" else "bfloat16"

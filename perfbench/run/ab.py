@@ -36,7 +36,6 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +54,7 @@ from perfbench.run.worker_process import WorkerProcess
 
 if TYPE_CHECKING:
     from perfbench.config.sweep import SweepPlan
+    from perfbench.run.runner import ReportHook
 
 METRICS = ("ttft_ms", "tpot_ms")
 EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -150,7 +150,7 @@ def clusters(pairs: list[ABPair], run_id: str, metric: str) -> dict[int, tuple[l
     """cluster -> aligned (base, head) samples of one run and metric."""
     out: dict[int, tuple[list[float], list[float]]] = {}
     for p in pairs:
-        b, h = p.base.get(metric), p.head.get(metric)
+        b, h = getattr(p.base, metric), getattr(p.head, metric)
         if p.run_id == run_id and b is not None and h is not None:
             xs, ys = out.setdefault(p.cluster, ([], []))
             xs.append(b)
@@ -361,7 +361,7 @@ class ABJob:
         for spec in self.specs:
             for arm in ("base", "head"):
                 mine = [getattr(p, arm) for p in self.pairs if p.run_id == spec.run_id]
-                samples = {key: [float(v) for m in mine if (v := m.get(src)) is not None]
+                samples = {key: [float(v) for m in mine if (v := getattr(m, src)) is not None]
                            for key, src in (("ttft_ms", "ttft_ms"), ("tpot_ms", "tpot_ms"),
                                             ("host_probe_ms", "probe_ms"))}
                 rid = f"{spec.run_id}@{arm}"
@@ -384,7 +384,7 @@ class ABJob:
 def memory_refusal(sweep: SweepPlan) -> str:
     """Why both arms' models cannot share one process here ("" when they fit): every run of both arms is alive
     at once, so their estimates (perfbench/roofline/memory.py) add up."""
-    from perfbench.roofline.memory import available_bytes, estimate_run, size  # noqa: PLC0415
+    from perfbench.roofline.memory import available_bytes, estimate_run, size
 
     config = sweep.scenario.model_config_here()
     free = available_bytes()
@@ -434,11 +434,11 @@ def _save(job: ABJob, scenario: dict[str, Any], out: Path, status: str) -> ABRec
 
 
 def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[str], out_dir: str | None,
-           settings: ABSettings, report: Callable[[Path], None] | None = None) -> int:
-    from model.backend import detect_capabilities  # noqa: PLC0415
-    from perfbench.config.scenario import load_scenario  # noqa: PLC0415
-    from perfbench.config.sweep import plan_sweep  # noqa: PLC0415
-    from perfbench.run.runner import default_out  # noqa: PLC0415
+           settings: ABSettings, report: ReportHook | None = None) -> int:
+    from model.backend import detect_capabilities
+    from perfbench.config.scenario import load_scenario
+    from perfbench.config.sweep import plan_sweep
+    from perfbench.run.runner import default_out
 
     sc = load_scenario(scenario or "ci_smoke", overrides)
     if sc.parallel_config.world_size > 1:

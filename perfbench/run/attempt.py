@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
-from perfbench.measure.cluster import NodeLaunch
 from perfbench.measure.compile_cache import compile_cache_dir
 from perfbench.measure.failure_kinds import of_lost_process
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.measure.worker import WORKER_BANNER
-from perfbench.results import Failure, RunPlan, RunResult, atomic_write_json
+from perfbench.results import Environment, Failure, RunPlan, RunResult, atomic_write_json
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.launcher import (
     ProcessOutcome,
@@ -43,7 +43,7 @@ def classify(planned: PlannedRun, outcome: ProcessOutcome, run_dir: Path, starte
             result = RunResult(run_id=spec.run_id, status="error", spec=spec, error=f"unreadable result.json: {err}",
                                failure=Failure(kind="benchmark_fail", reason=f"unreadable result.json: {err}"))
         result.plan = result.plan or RunPlan.of(planned.plan)
-        result.env = result.env or env
+        result.env = result.env or Environment.model_validate(env)
         result.started_at = result.started_at or started
         result.wall_s = result.wall_s or outcome.wall_s
         return result

@@ -10,13 +10,13 @@ phase or threshold reuses them, and an interrupted search resumes.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from unittest import mock
 
 from pydantic import BaseModel, ConfigDict
 
@@ -134,9 +134,9 @@ def run_search(search: CrossoverSearch, out: Path, speedups_at: Callable[[int], 
     while len(cache) < search.max_points:
         before = len(cache)
         for phase, threshold in searches:
-            x = next_point([cache[k][phase] for k in sorted(cache)], threshold, search.lo, search.hi)
-            if x is not None:
-                take(x)
+            point = next_point([cache[k][phase] for k in sorted(cache)], threshold, search.lo, search.hi)
+            if point is not None:
+                take(point)
         if len(cache) == before:  # every search has measured every integer it could want
             break
     rows = [CrossingRow(phase=phase, crossing=crossing_from_points([cache[k][phase] for k in sorted(cache)],
@@ -147,10 +147,23 @@ def run_search(search: CrossoverSearch, out: Path, speedups_at: Callable[[int], 
     return rows
 
 
+@contextlib.contextmanager
+def environ_defaults(defaults: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with each of `defaults` that is not set there set, for the block; a value already set wins and
+    stays. On the way out (an exception included) only the variables this added are removed again."""
+    added = [name for name in defaults if name not in os.environ]
+    os.environ.update({name: defaults[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
 def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[str, SpeedupPoint]]:
     """speedups_at for real: the point's sweep in out/points/<axis>-<x> (resumed when it is there), its pairs'
     speed-ups."""
-    from perfbench.run.runner import run_scenario  # noqa: PLC0415 - torch and the model load here only
+    from perfbench.run.runner import run_scenario  # torch and the model load here only
 
     def measure(x: int) -> dict[str, SpeedupPoint]:
         folder = out / "points" / f"{search.axis}-{x}"
@@ -161,7 +174,8 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
         # compile per shape (12-15 s each for chunk_gdr's chunk terms here)
         shared = {"TORCHINDUCTOR_CACHE_DIR": str(compile_cache_root(out) / "inductor"),
                   "TORCH_COMPILE_JOB_ID": "perfbench-crossover"}
-        with mock.patch.dict(os.environ, {k: v for k, v in shared.items() if k not in os.environ}):
+        # the sweep's worker processes inherit them from this process's environment
+        with environ_defaults(shared):
             code = run_scenario(search.scenario, out_dir=str(folder), overrides=point_overrides(search, x),
                                 dry_run=False, resume=folder.exists())
         if code in (128 + 2, 128 + 15):  # SIGINT / SIGTERM: the search stops with the signal's own exit code
@@ -178,8 +192,8 @@ def sweep_speedups(search: CrossoverSearch, out: Path) -> Callable[[int], dict[s
 def roofline_prior(search: CrossoverSearch, xs: list[int]) -> dict[str, dict[int, float]]:
     """phase -> x -> the roofline's speed-up for the toggle (perfbench estimate's cost model, the scenario's
     device, without / with the toggle); {} where the scenario cannot be priced (a note says so)."""
-    from perfbench.roofline.estimate import default_device, estimate_scenario  # noqa: PLC0415
-    from perfbench.roofline.peaks import device_peaks  # noqa: PLC0415
+    from perfbench.roofline.estimate import default_device, estimate_scenario
+    from perfbench.roofline.peaks import device_peaks
 
     out: dict[str, dict[int, float]] = {phase: {} for phase in PHASES}
     for x in xs:

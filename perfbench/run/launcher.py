@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from perfbench.lifecycle import sigterm_raises
-from perfbench.measure.cluster import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
+from perfbench.measure.node_launch import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 from perfbench.results import RunSpec
 from perfbench.results.env_allowlist import torch_copied_credentials
 

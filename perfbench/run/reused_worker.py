@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import RunSpec
 from perfbench.run.launcher import WORKER_MODULE, ProcessOutcome, ending_signal, sigterm_as_interrupt
 from perfbench.run.worker_process import WorkerProcess
@@ -44,13 +44,13 @@ class ReusedWorker:
     def run(self, spec_path: Path, run_dir: Path, env: dict[str, str], round_number: int,
             timeout_s: float) -> ProcessOutcome:
         """Measure one run in the worker for (`round_number`, `env`), starting that worker if needed."""
-        job = {"spec": str(spec_path), "out": str(run_dir)}
+        job: dict[str, object] = {"spec": str(spec_path), "out": str(run_dir)}
         return self._job(job, [run_dir], env, round_number, timeout_s)[0]
 
     def run_group(self, spec_paths: list[Path], run_dirs: list[Path], env: dict[str, str], round_number: int,
                   timeout_s: float) -> list[ProcessOutcome]:
         """Measure a block group (perfbench/measure/blocks.py) in the worker: one outcome per run."""
-        job = {"specs": [str(p) for p in spec_paths], "outs": [str(d) for d in run_dirs]}
+        job: dict[str, object] = {"specs": [str(p) for p in spec_paths], "outs": [str(d) for d in run_dirs]}
         return self._job(job, run_dirs, env, round_number, timeout_s)
 
     def _job(self, job: dict[str, object], run_dirs: list[Path], env: dict[str, str], round_number: int,

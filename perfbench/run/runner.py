@@ -20,8 +20,8 @@ from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import PlannedRun, SweepPlan, compact, plan_sweep, shape_label
 from perfbench.errors import UserError
 from perfbench.lifecycle import exit_code_of, interrupt_line
-from perfbench.measure.cluster import NodeLaunch, launch_for
 from perfbench.measure.environment import collect_environment
+from perfbench.measure.node_launch import NodeLaunch, launch_for
 from perfbench.output_paths import check_output_dir
 from perfbench.results import RunResult, atomic_write_json, load_results, write_results
 from perfbench.results.timestamps import utc_timestamp
@@ -157,7 +157,7 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
     if missing:
         raise UserError(f"{Path(sc.source).name}: {missing}")
     if executor == "local":  # runs here share this host's memory; ray places them on other hosts
-        from perfbench.roofline.memory import check_memory  # noqa: PLC0415 - kept beside its one call
+        from perfbench.roofline.memory import check_memory  # kept beside its one call
 
         check_memory(sweep)
     if dry_run:

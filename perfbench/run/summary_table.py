@@ -109,7 +109,7 @@ def summary_table(analysis: FolderAnalysis) -> str:
     base_id = base.spec.combination_id if base is not None else None
     # baseline first, then by how many toggles a plan switches on (one-at-a-time before combined plans)
     merged.sort(key=lambda r: (r.spec.combination_id != base_id, len(r.plan.effective_on()), plan_label(r)))
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in merged:
         label = _plan_cell(plan_label(r), PLAN_WIDTH)
         if r.status != "ok":

@@ -207,7 +207,7 @@ class Bisect:
     def _trace_diff(self, size: Comparison) -> str:
         if not (size.base_trace and size.head_trace):
             return "no traces around it to diff (ab jobs do not profile; `perfbench run` both commits to get them)"
-        from perfbench.profiling.diff_runs import diff_command  # noqa: PLC0415
+        from perfbench.profiling.diff_runs import diff_command
 
         return diff_command(Path(size.base_trace), Path(size.head_trace), self.out / "diff")
 

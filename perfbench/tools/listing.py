@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from model.config import PRESETS
+from model.config import PRESETS, Qwen3_5MoeTextConfig
 from model.optimizations import TOGGLES
 
 
-def _params(cfg) -> int:
+def _params(cfg: Qwen3_5MoeTextConfig) -> int:
     h, layers = cfg.hidden_size, cfg.num_hidden_layers
     experts = cfg.num_experts * 3 * h * cfg.moe_intermediate_size
     shared = 3 * h * cfg.shared_expert_intermediate_size
@@ -35,12 +35,12 @@ def listing(what: str) -> str:
                          f"vocab {cfg.vocab_size}")
         return "\n".join(lines)
     if what == "options":
-        from perfbench.config.scenario import SECTIONS  # noqa: PLC0415
-        from perfbench.config.schema import options  # noqa: PLC0415
+        from perfbench.config.scenario import SECTIONS
+        from perfbench.config.schema import options
 
         rows = [row for section in SECTIONS.values() if section is not None for row in options(section)]
         width = max(len(path) for path, _, _ in rows)
         return "\n".join(f"{path:<{width}}  {default:<9} {help_text}".rstrip() for path, default, help_text in rows)
-    from perfbench.config.scenario import list_scenarios  # noqa: PLC0415
+    from perfbench.config.scenario import list_scenarios
 
     return "\n".join(f"{name:<24} {summary}" for name, summary in list_scenarios())

@@ -11,6 +11,7 @@ caller can skip what the plan does not bind and name the op that failed.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,7 +115,7 @@ class OpCheck:
         for fn in (self.fast, self.ref):
             if warm_up:
                 fn(*args)
-            medians.append(statistics.median(timed(device.split(":")[0], lambda f=fn: f(*args))[1]
+            medians.append(statistics.median(timed(device.split(":")[0], functools.partial(fn, *args))[1]
                                              for _ in range(repeats)))
         return medians[0], medians[1]
 
@@ -161,32 +162,32 @@ def op_checks(device: str, shapes: OpShapes | None = None, dtype: torch.dtype | 
     def l2(x: torch.Tensor) -> torch.Tensor:
         return x / x.norm(dim=-1, keepdim=True)
 
-    def norm_in(g):
+    def norm_in(g: torch.Generator) -> tuple[Any, ...]:
         return _randn(g, 3, 37, s.hidden), 1 + 0.1 * _randn(g, s.hidden), 1e-6
 
-    def add_norm_in(g):
+    def add_norm_in(g: torch.Generator) -> tuple[Any, ...]:
         return _randn(g, 3, 37, s.hidden), _randn(g, 3, 37, s.hidden), 1 + 0.1 * _randn(g, s.hidden), 1e-6
 
-    def gated_in(g):
+    def gated_in(g: torch.Generator) -> tuple[Any, ...]:
         v, d = s.gdn_value_heads, s.gdn_value_dim
         return _randn(g, 2, 37, v, d), _randn(g, 2, 37, v, d), 1 + 0.1 * _randn(g, d), 1e-6
 
-    def rope_in(g):
+    def rope_in(g: torch.Generator) -> tuple[Any, ...]:
         pos = torch.arange(37).expand(2, 37)
         inv = 1.0 / (s.rope_theta ** (torch.arange(0, s.rotary_dim, 2).float() / s.rotary_dim))
         cos, sin = rope.rotary_cos_sin(pos, inv, torch.float32)
         return _randn(g, 2, 37, s.heads, s.head_dim), _randn(g, 2, 37, s.kv_heads, s.head_dim), cos, sin
 
-    def prefill_in(g, d: int = s.head_dim):
+    def prefill_in(g: torch.Generator, d: int = s.head_dim) -> tuple[Any, ...]:
         return (_randn(g, 3, 70, s.heads, d), _randn(g, 3, 70, s.kv_heads, d), _randn(g, 3, 70, s.kv_heads, d),
                 torch.tensor([70, 33, 1]), d ** -0.5)
 
-    def decode_in(g, d: int = s.head_dim):
+    def decode_in(g: torch.Generator, d: int = s.head_dim) -> tuple[Any, ...]:
         # 128 cache rows: the paged TND path reads whole 128-token blocks
         return (_randn(g, 3, 1, s.heads, d), _randn(g, 3, 128, s.kv_heads, d), _randn(g, 3, 128, s.kv_heads, d),
                 torch.tensor([128, 40, 1]), d ** -0.5)
 
-    def write_in(g, d: int = s.head_dim):
+    def write_in(g: torch.Generator, d: int = s.head_dim) -> tuple[Any, ...]:
         # a prefill-sized write at each row's own offset; rows end at 4, 64 and 128 (the last cache row)
         return (_randn(g, 3, 128, s.kv_heads, d), _randn(g, 3, 128, s.kv_heads, d), _randn(g, 3, 4, s.kv_heads, d),
                 _randn(g, 3, 4, s.kv_heads, d), torch.tensor([0, 60, 124]))
@@ -200,22 +201,22 @@ def op_checks(device: str, shapes: OpShapes | None = None, dtype: torch.dtype | 
         seq_lens, t = args[7], args[0].shape[1]
         return torch.arange(t)[None, :] < seq_lens[:, None]
 
-    def gdr_in(g):
+    def gdr_in(g: torch.Generator) -> tuple[Any, ...]:
         b, t, hk, hv, dk, dv = 2, 130, s.gdn_key_heads, s.gdn_value_heads, s.gdn_key_dim, s.gdn_value_dim
         return (l2(_randn(g, b, t, hk, dk)), l2(_randn(g, b, t, hk, dk)), _randn(g, b, t, hv, dv),
                 -torch.rand(b, t, hv, generator=g), torch.rand(b, t, hv, generator=g), dk ** -0.5,
                 None, torch.tensor([130, 65]))
 
-    def gdr_step_in(g):
+    def gdr_step_in(g: torch.Generator) -> tuple[Any, ...]:
         b, hk, hv, dk, dv = 3, s.gdn_key_heads, s.gdn_value_heads, s.gdn_key_dim, s.gdn_value_dim
         return (l2(_randn(g, b, hk, dk)), l2(_randn(g, b, hk, dk)), _randn(g, b, hv, dv),
                 -torch.rand(b, hv, generator=g), torch.rand(b, hv, generator=g), dk ** -0.5,
                 0.1 * _randn(g, b, hv, dk, dv))
 
-    def route_in(g):
+    def route_in(g: torch.Generator) -> tuple[Any, ...]:
         return _randn(g, 24, s.experts), s.top_k
 
-    def experts_in(g):
+    def experts_in(g: torch.Generator) -> tuple[Any, ...]:
         n, h, e, i, k = 24, s.moe_hidden, s.experts, s.moe_intermediate, s.top_k
         ids = torch.stack([torch.randperm(e, generator=g)[:k] for _ in range(n)])
         w = torch.rand(n, k, generator=g)
@@ -277,7 +278,7 @@ def op_checks(device: str, shapes: OpShapes | None = None, dtype: torch.dtype | 
 
 def tensor_device(device: str) -> str:
     """Where the checks put their tensors: the device itself, or the CPU under the NPU emulator."""
-    from perfbench.emulation.npu import tensor_device as emulated  # noqa: PLC0415
+    from perfbench.emulation.npu import tensor_device as emulated
 
     return emulated(device)
 

@@ -24,7 +24,7 @@ LABEL = "emulated npu (910b)"
 
 def test_emulated_graph_mode_run_records_its_mode_and_hides_per_layer_attribution(emulate, tmp_path: Path) -> None:
     emulate("910b")
-    from perfbench.measure.run_steps import measure_run  # noqa: PLC0415 - after the emulator is in place
+    from perfbench.measure.run_steps import measure_run  # after the emulator is in place
 
     # the head dims the NPU ops document (GDN 128/128; attention 256 takes FIA v1 BSH, which GE graphs run)
     config = dataclasses.replace(Qwen3_5MoeTextConfig.tiny(), head_dim=256, linear_key_head_dim=128,

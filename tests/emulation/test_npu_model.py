@@ -59,7 +59,7 @@ CASES = [("910b", "eager", 256), ("910b", "ge_graph", 256), ("910_93", "eager", 
 
 
 @pytest.mark.parametrize(("key", "exe", "head_dim"), CASES)
-def test_all_toggles_match_cpu_all_off(emulate, tmp_path: Path, key: str, exe: str, head_dim: int) -> None:  # noqa: ANN001
+def test_all_toggles_match_cpu_all_off(emulate, tmp_path: Path, key: str, exe: str, head_dim: int) -> None:
     path = _config(tmp_path, head_dim)
     reference = Qwen3_5MoeForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device="cpu",
                                                       optimizations="none", dummy_weights=True, seed=0)

@@ -37,7 +37,7 @@ def test_modules_import_and_capabilities(platform: str) -> None:
     assert npu.tensor_device("npu:0") == "cpu"
 
 
-def test_deactivate_restores_cpu_detection(emulate) -> None:  # noqa: ANN001
+def test_deactivate_restores_cpu_detection(emulate) -> None:
     emulate("910b")
     npu.deactivate()
     assert detect_capabilities("auto").device == "cpu"
@@ -80,7 +80,7 @@ def test_import_torchair_inside_a_traced_function_fails(platform: str) -> None:
     torch._dynamo.reset()
 
 
-def _decode_fia(fia, lens):  # noqa: ANN001, ANN202
+def _decode_fia(fia, lens):
     def step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return fia(q, k, v, num_heads=4, num_key_value_heads=2, input_layout="BSH", scale=0.125,
                    actual_seq_lengths_kv=lens)[0]
@@ -162,7 +162,7 @@ def test_cache_compile_needs_a_module_method(platform: str) -> None:
         torchair.inference.cache_compile(lambda x: x, dynamic=False)
 
 
-def test_emulated_profiler_takes_export_type_db_and_says_there_is_no_db(emulate, tmp_path) -> None:  # noqa: ANN001
+def test_emulated_profiler_takes_export_type_db_and_says_there_is_no_db(emulate, tmp_path) -> None:
     from perfbench.profiling.capture import capture_trace, parse_trace_path
 
     emulate("910b")

@@ -15,7 +15,7 @@ bf16, f32, i32, i64 = torch.bfloat16, torch.float32, torch.int32, torch.int64
 ALL = ("910b", "910_93", "950")
 
 
-def _ops():  # noqa: ANN202 - torch.ops.npu, resolved after activation
+def _ops():  # torch.ops.npu, resolved after activation
     return torch.ops.npu
 
 
@@ -23,7 +23,7 @@ def _mask() -> torch.Tensor:
     return torch.ones(2048, 2048, dtype=torch.bool).triu(1)
 
 
-def _fia(dtype=bf16, contiguous_v=True, d=64) -> tuple:  # noqa: ANN001
+def _fia(dtype=bf16, contiguous_v=True, d=64) -> tuple:
     q = torch.randn(2, 5, 4 * d, dtype=dtype)
     k = torch.randn(2, 5, 2 * d, dtype=dtype)
     v = torch.randn(2, 5, 4 * d, dtype=dtype)[..., : 2 * d] if not contiguous_v else torch.randn(2, 5, 2 * d,
@@ -31,14 +31,14 @@ def _fia(dtype=bf16, contiguous_v=True, d=64) -> tuple:  # noqa: ANN001
     return q, k, v
 
 
-def _fia_v1(dtype=bf16, contiguous_v=True):  # noqa: ANN001, ANN202
+def _fia_v1(dtype=bf16, contiguous_v=True):
     q, k, v = _fia(dtype, contiguous_v)
     return _ops().npu_fused_infer_attention_score(q, k, v, num_heads=4, num_key_value_heads=2, input_layout="BSH",
                                                   scale=0.125, atten_mask=_mask(), sparse_mode=3,
                                                   actual_seq_lengths=[5, 3], actual_seq_lengths_kv=[5, 3])
 
 
-def _fia_v2(d: int = 128, dtype=bf16):  # noqa: ANN001, ANN202
+def _fia_v2(d: int = 128, dtype=bf16):
     q = torch.randn(8, 4, d, dtype=dtype)
     k = torch.randn(8, 2, d, dtype=dtype)
     return _ops().npu_fused_infer_attention_score_v2(q, k, k.clone(), num_query_heads=4, num_key_value_heads=2,
@@ -47,7 +47,7 @@ def _fia_v2(d: int = 128, dtype=bf16):  # noqa: ANN001, ANN202
                                                      actual_seq_kvlen=[5, 8])
 
 
-def _gdr(dk: int = 128, nk: int = 2, nv: int = 4, lens=(3, 2)):  # noqa: ANN001, ANN202
+def _gdr(dk: int = 128, nk: int = 2, nv: int = 4, lens=(3, 2)):
     t = 5
     return _ops().npu_chunk_gated_delta_rule(
         torch.randn(t, nk, dk, dtype=bf16), torch.randn(t, nk, dk, dtype=bf16), torch.randn(t, nv, 128, dtype=bf16),
@@ -55,13 +55,13 @@ def _gdr(dk: int = 128, nk: int = 2, nv: int = 4, lens=(3, 2)):  # noqa: ANN001,
         actual_seq_lengths=torch.tensor(lens, dtype=i32), scale=dk ** -0.5, g=-torch.rand(t, nv))
 
 
-def _gmm(counts=(2, 1, 1), rows: int = 4):  # noqa: ANN001, ANN202
+def _gmm(counts=(2, 1, 1), rows: int = 4):
     w = torch.randn(len(counts), 16, 8)
     return _ops().npu_grouped_matmul([torch.randn(rows, 16)], [w], group_list=torch.tensor(counts, dtype=i64),
                                      split_item=3, group_type=0, group_list_type=1)
 
 
-def _routing(num_type: int = 1, flag: bool = True):  # noqa: ANN202
+def _routing(num_type: int = 1, flag: bool = True):
     ids = torch.tensor([[0, 1], [2, 1]], dtype=i32)
     return _ops().npu_moe_init_routing_v2(torch.randn(2, 8), ids, active_num=4, expert_num=3,
                                           expert_tokens_num_type=num_type, expert_tokens_num_flag=flag,
@@ -134,7 +134,7 @@ def test_rule_raises_naming_op_rule_and_platform(platform: str, rule: str) -> No
     good()
 
 
-def _dispatch(hidden: int = 1024, **overrides: object):  # noqa: ANN202
+def _dispatch(hidden: int = 1024, **overrides: object):
     args = dict(x=torch.randn(2, hidden, dtype=bf16), expert_ids=torch.tensor([[0, 1], [2, 3]], dtype=i32),
                 group_ep="emulated_hccl:none", ep_world_size=2, ep_rank_id=0, moe_expert_num=4,
                 x_active_mask=torch.tensor([True, True]), expert_scales=torch.rand(2, 2), quant_mode=0,
@@ -143,7 +143,7 @@ def _dispatch(hidden: int = 1024, **overrides: object):  # noqa: ANN202
     return _ops().npu_moe_distribute_dispatch_v2(**args)
 
 
-def _combine(hidden: int = 1024, **overrides: object):  # noqa: ANN202
+def _combine(hidden: int = 1024, **overrides: object):
     args = dict(expand_x=torch.randn(8, hidden, dtype=bf16), expert_ids=torch.tensor([[0, 1], [2, 3]], dtype=i32),
                 assist_info_for_combine=torch.zeros(8 * 128, dtype=i32), ep_send_counts=torch.zeros(4, dtype=i32),
                 expert_scales=torch.rand(2, 2), group_ep="emulated_hccl:none", ep_world_size=2, ep_rank_id=0,
@@ -166,7 +166,7 @@ MC2_RULES = [
 
 
 @pytest.mark.parametrize("case", range(len(MC2_RULES)))
-def test_mc2_platform_rules(emulate, case: int) -> None:  # noqa: ANN001
+def test_mc2_platform_rules(emulate, case: int) -> None:
     key, call, text = MC2_RULES[case]
     for other in ALL:
         emulate(other)
@@ -178,7 +178,7 @@ def test_mc2_platform_rules(emulate, case: int) -> None:  # noqa: ANN001
             assert "names no live process group" in str(err.value) or "HCCL" in str(err.value), str(err.value)
 
 
-def test_mm_all_reduce_rules(emulate) -> None:  # noqa: ANN001
+def test_mm_all_reduce_rules(emulate) -> None:
     emulate("950")
     x1, x2 = torch.randn(2, 3, 8, dtype=bf16), torch.randn(4, 8, dtype=bf16).t()
     with pytest.raises(NpuRuleError, match="unknown HCCL communicator"):

@@ -19,8 +19,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, when run as a script
 
-from model import Qwen3_5MoeForCausalLM  # noqa: E402
-from model.ops import comm  # noqa: E402
+from model import Qwen3_5MoeForCausalLM
+from model.ops import comm
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, when run as a script
 
-from model import Qwen3_5MoeForCausalLM  # noqa: E402
+from model import Qwen3_5MoeForCausalLM
 
 
 def run_case(case: dict, prompts: list[list[int]], new_tokens: int, out: Path) -> None:

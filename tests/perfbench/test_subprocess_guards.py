@@ -22,7 +22,7 @@ from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.git_refs import resolve_commit
 from perfbench.history.git_order import first_parent_order, resolve_ref
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import RunSpec
 from perfbench.run.launcher import worker_command
 from tests.cli_helpers import one_error_line

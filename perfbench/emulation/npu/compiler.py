@@ -43,6 +43,10 @@ class _Options:
 
 
 class ExperimentalConfig(_Options):
+    frozen_parameter: bool
+    tiling_schedule_optimize: bool
+    topology_sorting_strategy: str
+    npu_fx_pass: bool
     _allowed = {"frozen_parameter": (False, True), "tiling_schedule_optimize": (False, True),
                 "topology_sorting_strategy": ("DFS", "BFS", "RDFS", "StableRDFS"), "npu_fx_pass": (False, True)}
 

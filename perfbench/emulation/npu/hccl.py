@@ -9,6 +9,7 @@ harmless off the emulator (nothing else calls it).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 
 import torch
@@ -21,7 +22,7 @@ NAME_PREFIX = "emulated_hccl:"
 _registered: list[bool] = []
 
 
-def _create_gloo(store: dist.Store, rank: int, size: int, timeout: object) -> dist.ProcessGroup:
+def _create_gloo(store: dist.Store, rank: int, size: int, timeout: datetime.timedelta) -> dist.ProcessGroupGloo:
     faults.check_rank_alive(rank)  # rank_dies:R (a test hook) ends rank R here
     return dist.ProcessGroupGloo(store, rank, size, timeout)
 

@@ -230,6 +230,7 @@ def npu_recurrent_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, st
     """npu_ops.md 2.7: one recurrence per token, state slots by ssm_state_indices, `state` updated in place."""
     rules.recurrent_gdr(query, key, value, state, beta=beta, actual_seq_lengths=actual_seq_lengths,
                         ssm_state_indices=ssm_state_indices, g=g, gk=gk)
+    assert beta is not None and actual_seq_lengths is not None and ssm_state_indices is not None  # checked above
     return recurrent_gated_delta_rule_ref(query, key, value, state, beta=beta,
                                           scale=query.shape[-1] ** -0.5 if scale is None else scale,
                                           actual_seq_lengths=actual_seq_lengths,

@@ -3,6 +3,8 @@ the shape and dtype rules, so a graph that breaks one fails while it is captured
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -60,7 +62,7 @@ def npu_scatter_nd_update_(self: Tensor, indices: Tensor, updates: Tensor) -> Te
     return self
 
 
-def npu_chunk_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, **kwargs: Tensor | float | None
+def npu_chunk_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, **kwargs: Any
                                ) -> tuple[Tensor, Tensor]:
     """Keyword arguments as in the CPU kernel (the schema's); out shaped like value, the final state like the
     initial state."""
@@ -71,7 +73,7 @@ def npu_chunk_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, **kwar
 
 
 def npu_recurrent_gated_delta_rule(query: Tensor, key: Tensor, value: Tensor, state: Tensor,
-                                   **kwargs: Tensor | float | None) -> Tensor:
+                                   **kwargs: Any) -> Tensor:
     """Keyword arguments as in the CPU kernel (the schema's); out shaped like value (state is updated in place)."""
     rules.recurrent_gdr(query, key, value, state, **kwargs)
     return torch.empty_like(value, memory_format=torch.contiguous_format)

@@ -85,7 +85,7 @@ def tensorboard_trace_handler(dir_name: str | None = None, worker_name: str | No
     return handle
 
 
-class profile:  # noqa: N801 - torch_npu's name
+class profile:  # torch_npu's name
     def __init__(self, *, activities: Iterable[ProfilerActivity] | None = None, schedule: Any = None,
                  on_trace_ready: Callable[..., Any] | None = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,

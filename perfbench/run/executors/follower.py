@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun, SweepPlan
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import atomic_write_json
 from perfbench.run.launcher import ProcessOutcome, child_env, run_process, worker_command
 

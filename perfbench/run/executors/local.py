@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from perfbench.config.sweep import PlannedRun
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.run.attempt import execute, execute_group
 from perfbench.run.executors.base import Finished
 from perfbench.run.reused_worker import ReusedWorker

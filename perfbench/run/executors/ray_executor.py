@@ -23,7 +23,7 @@ from typing import Any
 
 from perfbench.config.sweep import PlannedRun
 from perfbench.errors import UserError
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import RunPlan, RunResult
 from perfbench.run.executors.base import Finished
 

@@ -53,7 +53,7 @@ class ModelUnderTest:
 
 def _npu_dims(config: Qwen3_5MoeTextConfig, **dims: Any) -> Qwen3_5MoeTextConfig:
     return dataclasses.replace(config, head_dim=256, linear_key_head_dim=128, linear_value_head_dim=128,
-                               num_hidden_layers=2, full_attention_interval=2, layer_types=None, **dims)
+                               num_hidden_layers=2, full_attention_interval=2, layer_types=[], **dims)
 
 
 def tiny_config() -> Qwen3_5MoeTextConfig:
@@ -155,5 +155,5 @@ def release() -> None:
     """Free dropped models now (callers `del` theirs first): a full-width slice holds gigabytes."""
     gc.collect()
     if hasattr(torch, "npu") and label() is None:
-        torch.npu.empty_cache()  # type: ignore[attr-defined]
+        torch.npu.empty_cache()
 

@@ -96,8 +96,9 @@ def run_case(ctx: VerifyContext, model: ModelUnderTest, case: Case, ref: Referen
     on = sorted(t for t, d in plan.decisions.items() if d.on)
     inactive = {t: d.reason for t, d in plan.decisions.items() if d.requested and not d.on}
     a = agreement(got, ref.logits)
+    tokens_match = tokens == ref.tokens if free_run else None
     data = {"plan": {t: d.state for t, d in plan.decisions.items()}, "inactive": inactive, **a.to_dict(),
-            "tokens_match": tokens == ref.tokens if free_run else None,
+            "tokens_match": tokens_match,
             "graphs_captured": captured if case.graph else None, "recompiles": recompiles if case.graph else None}
     problems = [] if a.ok else [f"logits differ from the all-off model: {a.line()}"]
     if case.graph and captured < 1:
@@ -105,7 +106,7 @@ def run_case(ctx: VerifyContext, model: ModelUnderTest, case: Case, ref: Referen
     if case.graph and recompiles:
         problems.append(f"the decode graph was recompiled {recompiles} times")
     graph = f"; {captured} graph captured, {recompiles} recompiles" if case.graph else ""
-    greedy = {True: "; greedy tokens match", False: "; greedy tokens differ", None: ""}[data["tokens_match"]]
+    greedy = {True: "; greedy tokens match", False: "; greedy tokens differ", None: ""}[tokens_match]
     off = "".join(f"; {t} inactive ({why})" for t, why in inactive.items() if t not in MULTI_RANK)
     detail = f"on: {', '.join(on) or 'none'}{off}; {a.line()}{greedy}"
     if problems:

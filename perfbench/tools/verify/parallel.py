@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -36,9 +37,10 @@ TIMEOUT_S = {True: 600, False: 3600}  # quick, full
 REPO_ROOT = Path(perfbench.__file__).resolve().parents[1]
 
 
-def parallel_cases(quick: bool) -> list[dict[str, object]]:
-    cases = [{"name": f"{layout}-all-on", "parallel": p, "toggles": all_on(graph=False), "exe_mode": "eager"}
-             for layout, p in (("tp2", TP2), ("ep2", EP2))]
+def parallel_cases(quick: bool) -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = [
+        {"name": f"{layout}-all-on", "parallel": p, "toggles": all_on(graph=False), "exe_mode": "eager"}
+        for layout, p in (("tp2", TP2), ("ep2", EP2))]
     if not quick:
         for layout, p in (("tp2", TP2), ("ep2", EP2)):
             cases += [{"name": f"{layout}-all-off", "parallel": p, "toggles": {}, "exe_mode": "eager"},

@@ -9,6 +9,7 @@ plan. The trimmed traces and their tables go into the bundle's traces/<model>-<p
 from __future__ import annotations
 
 import re
+from typing import Any, cast
 
 from model.optimizations import TOGGLE_NAMES, TOGGLES
 from perfbench.measure.iteration import Workload, run_iteration
@@ -76,7 +77,7 @@ def profile_case(ctx: VerifyContext, model: ModelUnderTest, case: Case, log: lis
         error = trace_back.splitlines()[-1]
         return Check(name, FAIL, "the profiled iteration failed", op=named_op(trace_back), error=error,
                      data={"trace": record})
-    plan_check = record.get("plan_check", [])
+    plan_check = cast(list[dict[str, Any]], record.get("plan_check", []))
     matched = sum(1 for c in plan_check if c["ok"] is True)
     unchecked = [c["line"] for c in plan_check if c["ok"] is None]
     mismatched = [c for c in plan_check if c["ok"] is False]

@@ -4,6 +4,7 @@ bundle with a wrongly typed field is one line naming the file and the field, nev
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -59,7 +60,7 @@ class SummaryFile(_Part):
     items: list[ItemFile]
 
 
-def _field(error: dict[str, Any]) -> str:
+def _field(error: Mapping[str, Any]) -> str:
     return ".".join(str(part) for part in error["loc"]) or "(the document)"
 
 

@@ -155,7 +155,7 @@ class _SubnormalCounter(TorchDispatchMode):
         super().__init__()
         self.found: dict[str, int] = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if func.is_view or "empty" in str(func):
             return out

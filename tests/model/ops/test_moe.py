@@ -168,6 +168,18 @@ def test_init_routing_and_finalize_refs_by_hand() -> None:
     assert_close("finalize mode 0", expected, out0, *TOL[torch.float32])
 
 
+def test_finalize_ref_bias_needs_each_rows_expert() -> None:
+    rows = torch.ones(2, 2)  # N=1, K=2: one token's two routed rows
+    scales, src = torch.tensor([[0.5, 0.5]]), torch.tensor([0, 1])
+    bias = torch.tensor([[1.0, 1.0], [3.0, 3.0]])  # per expert
+    with pytest.raises(ValueError, match="`bias` needs `export_for_source_row`"):
+        moe_finalize_routing_ref(rows, None, None, bias, scales, src, None, drop_pad_mode=2)
+    # near miss: with each row's expert the bias is added per row, before scaling
+    experts = torch.tensor([[0, 1]])
+    out = moe_finalize_routing_ref(rows, None, None, bias, scales, src, experts, drop_pad_mode=2)
+    assert out.tolist() == [[3.0, 3.0]]  # 0.5 * (1 + 1) + 0.5 * (1 + 3)
+
+
 def test_grouped_matmul_ref_count_and_cumsum_agree() -> None:
     gen = torch.Generator().manual_seed(5)
     a, w = torch.randn(10, 6, generator=gen), torch.randn(4, 6, 3, generator=gen)

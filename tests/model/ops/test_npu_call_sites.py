@@ -86,7 +86,7 @@ def test_the_fake_reproduces_the_in_trace_import_failure(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchair", LazyTorchair(_air_only_in_ge(2.0), _air_only_in_ge(2.0)))
 
     def decode_importing_inside(x):
-        import torchair  # noqa: PLC0415 - the pattern the audit found
+        import torchair  # the pattern the audit found
         return torchair.ops.npu_fused_infer_attention_score(x, x, x, actual_seq_lengths_kv=x)[0]
 
     torch._dynamo.reset()

@@ -32,9 +32,9 @@ from perfbench.analysis.advisor import (
 )
 from perfbench.analysis.folder_analysis import analyse
 from perfbench.analysis.trace_tables import TraceTables
+from perfbench.profiling.across_ranks import cluster_record
 from perfbench.profiling.ascend import parse_ascend_dir
 from perfbench.profiling.ascend_kernels import TASK_TYPE_COLUMNS, time_by_task_type
-from perfbench.profiling.cluster import cluster_record
 from perfbench.profiling.idle import COLUMNS as IDLE_COLUMNS
 from perfbench.results import RunPlan, RunResult, RunSpec
 

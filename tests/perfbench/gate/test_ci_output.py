@@ -73,7 +73,7 @@ def test_gate_without_the_variable_writes_no_summary(tmp_path, monkeypatch):
 def test_ab_writes_its_ci_outputs_from_the_ab_json_it_left(tmp_path, monkeypatch):
     out = tmp_path / "ab"
 
-    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):
         Path(out_dir).mkdir(parents=True)
         (Path(out_dir) / "ab.json").write_text(json.dumps(AB_RECORD))
         return 1

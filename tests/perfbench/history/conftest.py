@@ -90,7 +90,7 @@ def postgres_url() -> Iterator[str]:
     root = Path(tempfile.mkdtemp(prefix="perfbench-pg-"))
     user: list[str] = []
     if os.geteuid() == 0:
-        import pwd  # noqa: PLC0415
+        import pwd
 
         name = "postgres" if any(p.pw_name == "postgres" for p in pwd.getpwall()) else "nobody"
         shutil.chown(root, name)
@@ -113,9 +113,9 @@ def postgres_url() -> Iterator[str]:
 @pytest.fixture
 def pg_db(postgres_url: str) -> Iterator[str]:
     """A fresh database on the session's server for one test."""
-    import uuid  # noqa: PLC0415
+    import uuid
 
-    import psycopg  # noqa: PLC0415
+    import psycopg
 
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_url, autocommit=True) as conn:

@@ -91,7 +91,7 @@ def test_a_requested_toggle_that_stayed_inactive_is_plan_refused_with_its_reason
 
 
 def test_a_failure_in_the_timed_iterations_is_a_benchmark_fail(tmp_path, monkeypatch) -> None:
-    def broken(run):  # noqa: ANN001, ANN202 - the timing step of a built, warmed model
+    def broken(run):  # the timing step of a built, warmed model
         raise RuntimeError("a kernel failed while timing")
 
     monkeypatch.setattr(measure, "time_iterations", broken)
@@ -117,8 +117,8 @@ def test_kinds_reach_the_csv_and_records_of_schema_5_load_without_one(tmp_path) 
 
 
 def test_the_reports_failures_table_lists_each_kind_with_its_reason() -> None:
-    from perfbench.pages.table import Table  # noqa: PLC0415
-    from perfbench.report.runs import failures_section  # noqa: PLC0415
+    from perfbench.pages.table import Table
+    from perfbench.report.runs import failures_section
 
     oom = RunResult(run_id="r1", status="error", spec=RunSpec(run_id="r1", scenario="s"),
                     error="Traceback\nMemoryError", failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))

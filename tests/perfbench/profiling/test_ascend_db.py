@@ -28,7 +28,7 @@ from .conftest import NPU_FIXTURES, require
 from .synthetic import V2, npu_trace_view, write_json, write_kernel_details
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-from ascend_text_to_db import text_to_db  # noqa: E402
+from ascend_text_to_db import text_to_db
 
 TEXT_LEVEL1 = NPU_FIXTURES / "msinsight_pytorch_text_level1"
 DB_LEVEL1 = NPU_FIXTURES / "msinsight_pytorch_db_level1"

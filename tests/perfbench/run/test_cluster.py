@@ -15,7 +15,7 @@ import torch
 from model import Qwen3_5MoeForCausalLM
 from perfbench.config.scenario import load_scenario
 from perfbench.errors import UserError
-from perfbench.measure.cluster import NodeLaunch, is_result_writer, launch_for
+from perfbench.measure.node_launch import NodeLaunch, is_result_writer, launch_for
 from perfbench.results import load_results
 from perfbench.run.launcher import PROJECT_DIR, free_port
 from tests.model.test_parallel import PROMPTS, WORKER, layout

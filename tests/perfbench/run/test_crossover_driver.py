@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run.crossover import (
     POINT_MEASURE,
     check_search,
+    environ_defaults,
     point_overrides,
     point_speedups,
     roofline_prior,
@@ -187,3 +189,16 @@ def test_a_signal_during_a_point_exits_with_its_own_code(tmp_path: Path, monkeyp
                                        "1:4", "--points", "3", "--out", str(tmp_path / "c")])
     assert result.exit_code == code, result.output
     assert f"interrupted by {signal_name}" in result.stderr and "error:" not in result.stderr
+
+
+def test_environ_defaults_sets_only_what_is_unset_and_removes_it_after_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PB_TEST_SET", "the user's")
+    monkeypatch.delenv("PB_TEST_UNSET", raising=False)
+    with pytest.raises(RuntimeError, match="inside"), \
+            environ_defaults({"PB_TEST_SET": "default", "PB_TEST_UNSET": "default"}):
+        assert os.environ["PB_TEST_SET"] == "the user's"  # a value already set wins
+        assert os.environ["PB_TEST_UNSET"] == "default"
+        raise RuntimeError("inside")
+    assert os.environ["PB_TEST_SET"] == "the user's"  # kept: this did not add it
+    assert "PB_TEST_UNSET" not in os.environ  # removed although the block raised

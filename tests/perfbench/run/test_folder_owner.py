@@ -62,7 +62,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    def run(self, runs, out, env, announce):  # noqa: ANN001, ANN201
+    def run(self, runs, out, env, announce):
         for planned in runs:
             self.asked.append(planned.spec.run_id)
             yield planned, RunResult(run_id=planned.spec.run_id, status="ok", spec=planned.spec,

@@ -19,7 +19,7 @@ from ray.cluster_utils import Cluster
 
 from perfbench.errors import UserError
 from perfbench.measure import worker
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import RunResult, load_results
 from perfbench.run.executors.ray_executor import RayExecutor, task_options, visible_devices
 from perfbench.run.launcher import PROJECT_DIR

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfbench.measure import worker
-from perfbench.measure.cluster import NodeLaunch
+from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import RunSpec, load_results
 from perfbench.run.launcher import PROJECT_DIR, child_env
 from perfbench.run.reused_worker import ReusedWorker, shares_a_worker

@@ -152,7 +152,7 @@ def test_the_command_runs_ab_jobs_through_run_ab_and_reads_their_verdicts(tmp_pa
     fake = FakeAB(tmp_path / "repo")
     calls = []
 
-    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):
         calls.append((base, head, scenario, settings.max_time_s))
         answer = fake(base, head, Path(out_dir))
         if answer.code == 2:

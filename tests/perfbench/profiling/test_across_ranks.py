@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from perfbench.profiling import load_trace
-from perfbench.profiling.cluster import per_rank_steps, rank_summary, slowest
+from perfbench.profiling.across_ranks import per_rank_steps, rank_summary, slowest
 from perfbench.profiling.events import events_from_columns
 from perfbench.profiling.summary import cluster_lines, trace_steps
 
