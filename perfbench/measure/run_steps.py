@@ -102,9 +102,9 @@ def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cac
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # runs in parallel (ray executor) may race here
-        taps = {f"tap.{i}.{part}": getattr(t, part).contiguous() for i, t in enumerate(reference.taps)
-                for part in ("inputs", "outputs")}
-        save_file({"logits": reference.logits.contiguous(), **routing_to_tensors(reference.routing), **taps,
+        tap_tensors = {f"tap.{i}.{part}": getattr(t, part).contiguous() for i, t in enumerate(reference.taps)
+                       for part in ("inputs", "outputs")}
+        save_file({"logits": reference.logits.contiguous(), **routing_to_tensors(reference.routing), **tap_tensors,
                    "tap.count": torch.tensor(len(reference.taps))}, str(tmp))
         tmp.replace(path)
     return reference
