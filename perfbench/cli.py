@@ -561,6 +561,7 @@ def history_page(db: str | None, family: str | None, scenario: str | None, machi
 @click.argument("targets", nargs=-1, required=True, metavar="FOLDER|SHA...")
 @DB
 @user_errors
+@signal_exits
 def history_forget(targets: tuple[str, ...], db: str | None) -> None:
     """Remove stored folders: a FOLDER's content (else what was stored from its path), or every folder of a
     commit SHA (a prefix of 4 or more hex digits)."""
@@ -573,6 +574,7 @@ def history_forget(targets: tuple[str, ...], db: str | None) -> None:
 @history.command("migrate")
 @DB
 @user_errors
+@signal_exits
 def history_migrate(db: str | None) -> None:
     """Bring the store to this perfbench's schema (what an ingest does first; reads never migrate)."""
     from perfbench.history.commands import migrate_command, store_line

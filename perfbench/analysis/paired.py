@@ -19,7 +19,8 @@ is what an interval must cover, so the cluster is the statistical unit:
   lies inside [1 / (1 + band), 1 + band]; "slower" when it lies above 1 + margin; "faster" when below
   1 / (1 + margin); else "inconclusive". The margin keeps a real but negligible layout effect from being called
   a change (Stabilizer: one process is one layout sample).
-- Many (run, metric) tests in one job: Holm's step-down correction (`stats.holm_adjust`) of the one-sided
+- Many (run, metric) tests in one job: each word is judged at the family level (`family_level`, Bonferroni), so
+  the words of a job hold jointly at 95%; and Holm's step-down correction (`stats.holm_adjust`) of the one-sided
   p-values of "slower" decides the exit code (`regressions`), so a job of 8 tests is not 8 chances of a false alarm.
 - An undecided metric says how many more clusters it needs (`clusters_needed`), from its own between-cluster
   spread.
@@ -145,6 +146,13 @@ def interval_over_clusters(estimates: Sequence[float] | np.ndarray) -> LogInterv
     winsorized = np.clip(x, x[g], x[n - g - 1])
     se = float(winsorized.std(ddof=1)) / ((1 - 2 * TRIM) * math.sqrt(n))
     return LogInterval(trimmed_mean(x), se, n - 2 * g - 1, "yuen")
+
+
+def family_level(tests: int, level: float = CI_LEVEL) -> float:
+    """The level each of `tests` intervals is judged at so that their words hold jointly at `level` (Bonferroni:
+    the chance that any of them is wrong is at most the sum of the chances, 1 - level). A job of 8 tests judges
+    each at 99.375%, so a job prints a false word in at most 1 job in 20, not in about 1 in 3."""
+    return 1.0 - (1.0 - level) / max(tests, 1)
 
 
 def look_level(final: bool, level: float = CI_LEVEL) -> float:

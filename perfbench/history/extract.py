@@ -196,9 +196,14 @@ def _check_samples(results: list[RunResult], lines: dict[str, int], path: Path) 
                 raise UserError(f"{where}: summary.{key} is {once!r}: a duration is a finite number >= 0")
 
 
+NO_COMMIT = ("unknown", "working tree")  # what a run records when it had no git checkout, or uncommitted changes
+
+
 def _checked_sha(sha: str | None, where: str) -> str | None:
     """A recorded commit must be a sha (hex): a ref (HEAD~1) would name another commit in every clone, and an
     option-shaped value must never reach git."""
+    if sha in NO_COMMIT:  # perfbench's own words for "no single commit": stored without one
+        return None
     if sha and not is_sha(sha):
         raise UserError(f"{where} is {sha[:60]!r}: not a commit sha (7 to 64 lower-case hex digits)")
     return sha or None

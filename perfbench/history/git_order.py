@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
+from perfbench.git_refs import END_OF_OPTIONS, git_command
+
 SHA = re.compile(r"[0-9a-f]{7,64}")
 GIT_TIMEOUT_S = 30
 
@@ -27,7 +29,7 @@ def is_sha(text: str) -> bool:
 def _git(repo: Path, *args: str) -> str | None:
     """git's stdout, None when git, the repository or the object is not there."""
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+        out = subprocess.run(git_command(repo, *args), capture_output=True, text=True,
                              timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -46,7 +48,7 @@ def first_parent_order(repo: Path, sha: str) -> int | None:
     not hex, or the clone is shallow (the count would be of the commits it happens to have)."""
     if not is_sha(sha) or is_shallow(repo):
         return None
-    text = _git(repo, "rev-list", "--first-parent", "--count", "--end-of-options", sha)
+    text = _git(repo, "rev-list", "--first-parent", "--count", END_OF_OPTIONS, sha)
     return int(text) if text and text.isdigit() else None
 
 
@@ -55,7 +57,7 @@ def commit_date(repo: Path, sha: str) -> str | None:
     """The committer date of `sha` in `repo` as ISO 8601 UTC (sorts as text); None when it is not there."""
     if not is_sha(sha):
         return None
-    text = _git(repo, "log", "-1", "--no-walk", "--format=%ct", "--end-of-options", sha)
+    text = _git(repo, "log", "-1", "--no-walk", "--format=%ct", END_OF_OPTIONS, sha)
     if not text or not text.isdigit():
         return None
     return datetime.fromtimestamp(int(text), timezone.utc).isoformat()
@@ -72,4 +74,4 @@ def mainline_positions(repo: Path) -> dict[str, int]:
 
 def resolve_ref(repo: Path, ref: str) -> str | None:
     """The full sha of `ref` in `repo`, None when it does not name a commit there."""
-    return _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}") or None
+    return _git(repo, "rev-parse", "--verify", "--quiet", END_OF_OPTIONS, f"{ref}^{{commit}}") or None

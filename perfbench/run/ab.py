@@ -255,7 +255,8 @@ class ABJob:
 
     def _look(self, plan: paired.LookPlan, final: bool) -> bool:
         """Judge the pairs so far; True when the job may stop (every metric decided, or the last look)."""
-        level = paired.look_level(final)
+        # every word of the job holds jointly: each (run, metric) at the family level, interim looks at 99.9%
+        level = paired.look_level(final, paired.family_level(len(self.run_ids) * len(METRICS)))
         mean_s = sum(self.cluster_s) / len(self.cluster_s) if self.cluster_s else None
         self.found = verdicts(self.pairs, self.run_ids, self.settings, level, mean_s)
         plan.done += 1

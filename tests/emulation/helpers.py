@@ -15,9 +15,12 @@ from model.config import Qwen3_5MoeTextConfig
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def perfbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """`python -m perfbench.cli ARGS` on this tree; the emulator only where ARGS ask for it."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+def perfbench(*args: str, timeout: float = 600, first_on_path: Path | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    """`python -m perfbench.cli ARGS` on this tree; the emulator only where ARGS ask for it. `first_on_path`: a
+    folder put before the tree on PYTHONPATH in this process and every process it starts (torchrun's ranks too)."""
+    paths = [*([str(first_on_path)] if first_on_path else []), str(ROOT)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(paths)}
     env.pop("PERFBENCH_EMULATE_NPU", None)
     return subprocess.run([sys.executable, "-m", "perfbench.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -46,3 +49,15 @@ perfbench:
   measure: {measure}
 """)
     return scenario
+
+
+def plant_in_every_process(folder: Path, family: str, factor: float) -> Path:
+    """A folder whose sitecustomize.py plants `family`'s fault (tests/planted_faults.py) in every Python process
+    that has it on its path: how a fault reaches the worker and each torchrun rank without a hook in perfbench."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from tests.planted_faults import planted\n"
+        f"planted({family!r}, {factor!r}).__enter__()\n")
+    return folder

@@ -40,7 +40,8 @@ PROCESS_CALLS = {
 }
 # perfbench's own functions that pass their arguments on to a process: their callers are call sites too
 STARTERS = {("perfbench/run/arms.py", "_git"), ("perfbench/tools/bisect.py", "_git"),
-            ("perfbench/measure/git_state.py", "_git"), ("perfbench/run/launcher.py", "start_in_group"),
+            ("perfbench/measure/git_state.py", "_git"), ("perfbench/history/git_order.py", "_git"),
+            ("perfbench/run/launcher.py", "start_in_group"),
             ("perfbench/run/launcher.py", "run_process"), ("perfbench/run/worker_process.py", "WorkerProcess")}
 
 CONSTANTS = "constants"  # every argument after the first (the repository) is a string literal
@@ -49,9 +50,14 @@ CONSTANTS = "constants"  # every argument after the first (the repository) is a 
 AUDITED: dict[tuple[str, str, str], tuple[str, ...]] = {
     # a ref the user typed or a recorded sha: after --end-of-options, and only a sha comes back
     ("perfbench/git_refs.py", "resolve_commit", "subprocess.run"): ("END_OF_OPTIONS", "stdin=subprocess.DEVNULL"),
-    # a stored sha: checked before git, and after --end-of-options anyway
-    ("perfbench/history/git_order.py", "first_parent_order", "subprocess.run"): (
-        "END_OF_OPTIONS", "scope:if not is_sha(sha)", "stdin=subprocess.DEVNULL"),
+    # passes its arguments on (absolute repository, no stdin); every caller below is audited
+    ("perfbench/history/git_order.py", "_git", "subprocess.run"): ("git_command(", "stdin=subprocess.DEVNULL"),
+    ("perfbench/history/git_order.py", "is_shallow", "_git"): (CONSTANTS,),
+    ("perfbench/history/git_order.py", "mainline_positions", "_git"): (CONSTANTS,),
+    # a stored sha or a typed ref: checked as a sha before git where stored, and after --end-of-options anyway
+    ("perfbench/history/git_order.py", "first_parent_order", "_git"): ("END_OF_OPTIONS", "scope:if not is_sha(sha)"),
+    ("perfbench/history/git_order.py", "commit_date", "_git"): ("END_OF_OPTIONS", "scope:if not is_sha(sha)"),
+    ("perfbench/history/git_order.py", "resolve_ref", "_git"): ("END_OF_OPTIONS",),
     # passes its arguments on; every caller below is audited
     ("perfbench/measure/git_state.py", "_git", "subprocess.run"): ("stdin=subprocess.DEVNULL",),
     ("perfbench/measure/git_state.py", "git_state", "_git"): (CONSTANTS,),
@@ -179,7 +185,7 @@ def test_the_audit_sees_a_new_unguarded_call(tmp_path: Path):
         "import subprocess\nfrom perfbench.run.launcher import run_process\n\n\ndef ingest(sha):\n"
         "    subprocess.run(['git', 'show', sha])\n\n\ndef start(cmd):\n    run_process(cmd)\n")
     git_order = package / "history" / "git_order.py"  # and a guard taken away
-    git_order.write_text(git_order.read_text().replace('"--count", END_OF_OPTIONS, sha', '"--count", sha'))
+    git_order.write_text(git_order.read_text().replace('"--count", END_OF_OPTIONS, sha)', '"--count", sha)'))
     failures = audit_failures(call_sites(package))
     assert len(failures) == 3, failures
     assert "('perfbench/planted.py', 'ingest', 'subprocess.run'): not audited" in failures[0]

@@ -26,9 +26,10 @@ from model.backend import Capabilities, detect_capabilities
 from model.config import Qwen3_5MoeTextConfig
 from model.modeling import Qwen3_5MoeForCausalLM
 from model.optimizations import TOGGLE_NAMES
+from model.routing_log import RoutedCall
 from perfbench.emulation.npu import label, tensor_device
 from perfbench.errors import UserError
-from perfbench.tools.verify.numerics import NEW_TOKENS, PROMPTS, forced_logits
+from perfbench.tools.verify.numerics import NEW_TOKENS, PROMPTS, reference_pass
 from perfbench.tools.verify.summary import ITEM_NAMES
 
 SERIES_KEY = {"A2": "910b", "A3": "910_93", "950": "950"}  # Capabilities.npu_platform -> --platform key
@@ -70,6 +71,7 @@ class Reference:
 
     tokens: list[list[int]]
     logits: torch.Tensor
+    routing: list[RoutedCall]  # the experts it chose in its teacher-forced pass: replayed by every model compared
 
 
 def all_on(*, graph: bool, without: tuple[str, ...] = ()) -> dict[str, bool]:
@@ -145,10 +147,10 @@ class VerifyContext:
     def _decode_reference(self, model: ModelUnderTest) -> Reference:
         reference = self.build(model, "none")
         tokens = reference.generate(PROMPTS, max_new_tokens=NEW_TOKENS).tokens
-        logits = forced_logits(reference, tokens)
+        logits, routing = reference_pass(reference, tokens)
         del reference
         release()
-        return Reference(tokens, logits)
+        return Reference(tokens, logits, routing)
 
 
 def release() -> None:

@@ -82,7 +82,7 @@ def run_case(ctx: VerifyContext, model: ModelUnderTest, case: Case, ref: Referen
             return Check(name, SKIPPED, f"{case.focus} {decision.state}: {decision.reason}{where}")
         before = unique_graphs()
         with recorder or contextlib.nullcontext():
-            got = forced_logits(built, ref.tokens)
+            got = forced_logits(built, ref.tokens, routing=ref.routing)
             captured = unique_graphs() - before
             tokens = built.generate(PROMPTS, max_new_tokens=NEW_TOKENS).tokens if free_run else None
         recompiles = unique_graphs() - before - min(captured, 1)

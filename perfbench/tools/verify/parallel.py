@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 
 import perfbench
+from perfbench.measure.routing_flips import routing_to_tensors
 from perfbench.tools.verify.context import ModelUnderTest, VerifyContext, all_on
 from perfbench.tools.verify.failures import failed_check
-from perfbench.tools.verify.numerics import PROMPTS, agreement
+from perfbench.tools.verify.numerics import PROMPTS, ROUTING_FILE, agreement
 from perfbench.tools.verify.summary import FAIL, PASS, SKIPPED, Check
 
 WORLD = 2
@@ -145,6 +147,8 @@ def check_parallel(ctx: VerifyContext, log: list[str]) -> list[Check]:
         out.mkdir(parents=True, exist_ok=True)
         cases = parallel_cases(ctx.options.quick)
         spec = out / "spec.json"
+        # the reference's routing, which every rank replays (a file the ranks read as data, never as options)
+        save_file(routing_to_tensors(ref.routing), str(out / ROUTING_FILE))
         spec.write_text(json.dumps({"model": str(model.path), "prompts": PROMPTS, "tokens": ref.tokens,
                                     "cases": cases, "out": str(out)}))
         timeout_s = TIMEOUT_S[ctx.options.quick]

@@ -22,13 +22,15 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from safetensors.torch import load_file
 
 from model.backend import detect_capabilities, dist_backend
 from model.modeling import Qwen3_5MoeForCausalLM
 from model.parallel import local_rank, set_local_device
 from perfbench.emulation.npu import activate_from_env, tensor_device
+from perfbench.measure.routing_flips import routing_from_tensors
 from perfbench.tools.verify.failures import NpuCallRecorder, describe
-from perfbench.tools.verify.numerics import forced_logits
+from perfbench.tools.verify.numerics import ROUTING_FILE, forced_logits
 
 
 def _stage(out: Path, rank: int, text: str) -> None:
@@ -45,6 +47,7 @@ def main(spec_path: Path) -> None:
     _stage(out, rank, f"init_process_group(backend={dist_backend('npu')!r})")
     set_local_device("npu")
     dist.init_process_group(backend=dist_backend("npu"))
+    routing = routing_from_tensors(load_file(str(out / ROUTING_FILE)))
     for case in spec["cases"]:
         recorder = NpuCallRecorder() if case["exe_mode"] == "eager" else None
         call = (f"Qwen3_5MoeForCausalLM.from_pretrained(..., optimizations={case['toggles']}, "
@@ -57,7 +60,7 @@ def main(spec_path: Path) -> None:
                 parallel_config=case["parallel"], dummy_weights=True, seed=0, caps=caps, exe_mode=exe_mode)
             _stage(out, rank, f"{case['name']}: teacher-forced decode of {len(spec['tokens'])} prompts")
             with recorder or contextlib.nullcontext():
-                logits = forced_logits(model, spec["tokens"], spec["prompts"])
+                logits = forced_logits(model, spec["tokens"], spec["prompts"], routing)
             if rank == 0:
                 torch.save(logits, out / f"{case['name']}.pt")
                 plan = {n: {"state": d.state, "reason": d.reason, "impl": d.impl}

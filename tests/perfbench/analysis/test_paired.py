@@ -225,3 +225,31 @@ def test_an_interval_beyond_the_largest_float_is_unbounded_not_an_error():
     ratio = paired.paired_ratio({"a": ([1.0] * 3, [1.0] * 3), "b": ([1.0] * 3, [1000.0] * 3)}, level=0.999)
     assert ratio.high == math.inf and ratio.low == 0.0 and ratio.verdict == paired.INCONCLUSIVE
     assert ratio.speedup()[1] == 0.0 and ratio.speedup()[2] == math.inf
+
+
+def _false_word_jobs(rng: np.random.Generator, level: float, jobs: int = 1000, tests: int = 8) -> float:
+    """Share of simulated A/A jobs of `tests` (run, metric) tests with at least one "slower" or "faster" word, each
+    test 6 clusters of 6 pairs (cluster SD 0.03, pair SD 0.1), judged with no margin (any interval that misses 1
+    is a word), so a word is false exactly when its interval misses the truth."""
+    bad = 0
+    for _ in range(jobs):
+        words = []
+        for _ in range(tests):
+            data = {g: (np.ones(6), np.exp(rng.normal(0, 0.03) + rng.normal(0, 0.1, 6))) for g in range(6)}
+            found = paired.paired_ratio(data, band=0.05, margin=0.0, level=level)
+            assert found is not None
+            words.append(found.verdict)
+        bad += any(w in (paired.SLOWER, paired.FASTER) for w in words)
+    return bad / jobs
+
+
+def test_a_jobs_words_hold_jointly_at_the_family_level():
+    """8 tests judged at `family_level(8)` (99.375% each): a false word in at most 5% of jobs (+3 binomial SDs
+    for 1000 simulated jobs); the near miss, each judged at 95% alone, prints one in about 1 - 0.95^8 = 34% of
+    jobs, which the same bound would catch."""
+    assert paired.family_level(8) == pytest.approx(1 - 0.05 / 8)
+    assert paired.family_level(1) == pytest.approx(0.95)
+    rng = np.random.default_rng(46)
+    bound = 0.05 + 3 * math.sqrt(0.05 * 0.95 / 1000)
+    assert _false_word_jobs(rng, paired.family_level(8)) < bound
+    assert _false_word_jobs(rng, 0.95) > 0.2
