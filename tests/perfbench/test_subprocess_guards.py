@@ -135,7 +135,7 @@ def call_sites(package: Path = PACKAGE) -> dict[tuple[str, str, str], list[Site]
 
 
 # starters whose first argument is the repository (git -C, made absolute by git_refs.git_command)
-REPO_FIRST = {"perfbench/run/arms.py", "perfbench/tools/bisect.py"}
+REPO_FIRST = {"perfbench/run/arms.py", "perfbench/tools/bisect.py", "perfbench/history/git_order.py"}
 
 
 def _constant(call: ast.Call, file: str) -> bool:
@@ -190,7 +190,7 @@ def test_the_audit_sees_a_new_unguarded_call(tmp_path: Path):
     assert len(failures) == 3, failures
     assert "('perfbench/planted.py', 'ingest', 'subprocess.run'): not audited" in failures[0]
     assert "('perfbench/planted.py', 'start', 'run_process'): not audited" in failures[1]
-    assert "first_parent_order" in failures[2] and "'END_OF_OPTIONS' is gone" in failures[2]
+    assert "first_parent_order" in failures[2] and "'END_OF_OPTIONS' is gone" in failures[2], failures[2]
 
 
 # ---- behaviour: option-shaped commits are refused where they are read -------------------------------------

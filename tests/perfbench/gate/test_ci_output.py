@@ -26,7 +26,8 @@ def _run(tpot: float) -> RunResult:
     plan = {t: {"requested": False, "state": "off"} for t in TOGGLE_NAMES}
     return RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s"),
                      plan=RunPlan.from_dict(plan), samples={"tpot_ms": [tpot * (1 + 0.001 * i) for i in range(20)]},
-                     env={"torch": "2.13.0"})
+                     env={"torch": "2.13.0"}, numerics={"max_rel_error": 1e-7, "worst_phase": "prefill",
+                                                         "worst_layer": 0, "worst_branch": "moe"})
 
 
 def _folders(tmp_path: Path) -> tuple[Path, Path, Path]:
