@@ -59,5 +59,6 @@ def plant_in_every_process(folder: Path, family: str, factor: float) -> Path:
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from tests.planted_faults import planted\n"
-        f"planted({family!r}, {factor!r}).__enter__()\n")
+        f"PLANT = planted({family!r}, {factor!r})  # held: a dropped generator would undo the plant\n"
+        "PLANT.__enter__()\n")
     return folder
