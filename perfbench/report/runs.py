@@ -16,7 +16,7 @@ from perfbench.config.execution_mode import mode_text, result_mode
 from perfbench.errors import UserError
 from perfbench.pages.page import Preformatted, Section, Text
 from perfbench.pages.table import Column, Table
-from perfbench.results import RunResult
+from perfbench.results import REL_ERROR_TOLERANCE, RunResult
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -129,25 +129,46 @@ def plan_section(results: Sequence[RunResult]) -> Section:
 
 
 def numerics_section(results: Sequence[RunResult]) -> Section:
+    """Each ok run's replayed comparison with the all-off reference: the largest relative error and where, the
+    bound of its dtype, and a run that asked for numerics and has none named loudly (docs/numerics.md)."""
     section = Section("Numerics")
-    checked = [r for r in results if r.numerics]
-    if not checked:
-        section.blocks.append(Text("No run recorded a numerics check against the all-off reference.",
+    ok = [r for r in results if r.status == "ok"]
+    asked = [r for r in ok if r.spec.numerics_check]
+    if not ok:
+        section.blocks.append(Text("No run recorded a numerics check against the all-off reference.", note=True))
+        return section
+    if not asked:
+        section.blocks.append(Text("No run asked for a numerics check (perfbench.measure.numerics_check=false).",
                                    note=True))
         return section
-    section.blocks.append(Text("Each run's logits against the all-off reference run of the same shape.",
-                               note=True))
-    extra = sorted({k for r in checked for k, v in r.numerics.to_dict().items()
-                    if k not in ("max_abs_logit_diff", "tokens_match") and not isinstance(v, (dict, list))})
-    columns = [Column("run_id"), Column("toggles_on"), Column("max_abs_logit_diff"), Column("tokens_match")]
-    columns += [Column(k) for k in extra]
+    section.blocks.append(Text(
+        "Each run replays the all-off reference's tokens, expert choices and layer inputs; the largest relative "
+        "error of one layer branch (or the logits) decides, against the bound of its dtype.", note=True))
+    missing = [r.run_id for r in asked if r.numerics.max_rel_error is None]
+    if missing:
+        section.blocks.append(Text(f"NOT COMPARED ({len(missing)} runs, a gate FAIL): {', '.join(missing)}"))
+    columns = [Column("run_id"), Column("toggles_on"), Column("dtype"), Column("max_rel_error"), Column("bound"),
+               Column("where"), Column("top1_agreement"), Column("routing_flips"), Column("max_abs_logit_diff"),
+               Column("verdict")]
     rows = []
-    for r in checked:
-        row = {"run_id": r.run_id, "toggles_on": combo_label(r.effective_on())}
-        row.update(r.numerics.model_dump(include={"max_abs_logit_diff", "tokens_match", *extra}))
-        rows.append(row)
+    for r in asked:
+        n = r.numerics
+        failed = numerics_verdict(r)
+        rows.append({"run_id": r.run_id, "toggles_on": combo_label(r.effective_on()), "dtype": r.spec.dtype,
+                     "max_rel_error": n.max_rel_error, "bound": REL_ERROR_TOLERANCE.get(r.spec.dtype),
+                     "where": n.where if n.max_rel_error is not None else n.not_compared or "nothing recorded",
+                     "top1_agreement": n.top1_agreement, "routing_flips": n.routing_flips,
+                     "max_abs_logit_diff": n.max_abs_logit_diff, "verdict": failed})
     section.blocks.append(Table("numerics", columns, rows))
     return section
+
+
+def numerics_verdict(r: RunResult) -> str:
+    """"pass", "FAIL" (past the dtype's bound) or "NOT COMPARED"."""
+    error, bound = r.numerics.max_rel_error, REL_ERROR_TOLERANCE.get(r.spec.dtype)
+    if error is None:
+        return "NOT COMPARED"
+    return "pass" if bound is None or error <= bound else "FAIL"
 
 
 def failures_section(results: Sequence[RunResult]) -> Section:

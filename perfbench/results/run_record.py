@@ -36,7 +36,7 @@ CSV_COLUMNS = (
     *(f"req.{t}" for t in TOGGLE_NAMES), *(f"eff.{t}" for t in TOGGLE_NAMES),
     *SUMMARY_KEYS,
     "stop_reason", "stable", "unstable_reason", "round", "combination",
-    "max_abs_logit_diff",
+    "max_rel_error", "max_abs_logit_diff",
     "tokens_match", "decode_ops_per_step", "moe_imbalance_prefill", "moe_imbalance_decode", "wall_s",
     "failure_kind", "failure_reason",
 )
@@ -337,6 +337,7 @@ class RunResult(BaseModel):
         row["unstable_reason"] = self.stability.reason
         row["round"] = spec.round
         row["combination"] = spec.combination_id
+        row["max_rel_error"] = self.numerics.max_rel_error
         row["max_abs_logit_diff"] = self.numerics.max_abs_logit_diff
         row["tokens_match"] = self.numerics.tokens_match
         row["decode_ops_per_step"] = self.trace.decode_ops_per_step

@@ -8,6 +8,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -17,7 +18,8 @@ from perfbench.errors import UserError
 from perfbench.pages.page import SCRIPT
 from perfbench.pages.table import format_number
 from perfbench.report import build_report
-from perfbench.results import load_results, write_results
+from perfbench.results import Numerics, load_results, write_results
+from tests.perfbench.report.conftest import synthetic_run
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
@@ -254,3 +256,17 @@ def test_environment_lists_each_distinct_value_once(tmp_path):
     assert table.rows == [
         {"key": "date", "value": "2026-11-30T18:00:00 .. 2026-11-30T18:02:00 (3 values)", "runs": 3},
         {"key": "torch", "value": "2.13.0", "runs": 3}]
+
+
+def test_the_numerics_section_names_a_run_that_was_not_compared_and_one_past_its_bound(tmp_path):
+    rng = np.random.default_rng(3)
+    passed, failed, missing = (synthetic_run(f"r{i}", {"fused_rope"}, rng) for i in range(3))
+    failed.numerics.max_rel_error = 0.5                      # float32 bound 1e-3
+    missing.numerics = Numerics(not_compared="the reference cannot be replayed: planted")
+    folder = tmp_path / "f"
+    write_results(folder, [passed, failed, missing])
+    text = build_report(folder).read_text()
+    assert "NOT COMPARED (1 runs, a gate FAIL): r2" in text
+    rows = {r["run_id"]: r for r in csv_rows(folder / "report" / "numerics.csv")}
+    assert (rows["r0"]["verdict"], rows["r1"]["verdict"], rows["r2"]["verdict"]) == ("pass", "FAIL", "NOT COMPARED")
+    assert rows["r2"]["where"] == "the reference cannot be replayed: planted"
