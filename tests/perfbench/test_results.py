@@ -111,11 +111,13 @@ def test_a_newer_folder_is_a_one_line_error_in_the_cli(tmp_path):
     assert "Traceback" not in out.output and len(out.output.strip().splitlines()) == 1
 
 
-def test_the_committed_baseline_of_schema_4_loads_as_runs_timed_separately():
-    # recorded before interleaved blocks existed (schema 4): it must keep loading, as timed on their own
-    raws = [json.loads(line) for line in (REPO / "baselines/ci_smoke/results.jsonl").read_text().splitlines()]
+def test_the_formerly_shipped_baseline_of_schema_4_loads_as_runs_timed_separately():
+    # recorded before interleaved blocks existed (schema 4; tests/fixtures/SOURCES.md): it must keep loading, as
+    # timed on their own
+    folder = REPO / "tests/fixtures/baseline_schema4"
+    raws = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
     assert {r["schema_version"] for r in raws} == {4} and SCHEMA_VERSION == 6
-    loaded = load_results(REPO / "baselines/ci_smoke")
+    loaded = load_results(folder)
     assert len(loaded) == len(raws)
     assert all(not r.blocks and r.spec.timing == "separate" and r.spec.block_group == "" for r in loaded)
     assert RunResult.from_dict(loaded[0].to_dict()).to_dict() == loaded[0].to_dict()
