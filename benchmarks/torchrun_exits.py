@@ -3,9 +3,10 @@ EP2 or TP2, generate a few tokens, and exit; every rank must exit 0, N times in 
 
     python benchmarks/torchrun_exits.py --runs 50
 
-A rank that leaves its process group alive at exit can abort in the backend's destructor ("terminate called
-without an active exception", SIGABRT); model/parallel.py destroys the group it made at exit. Not a timing
-benchmark: it counts exit codes. Prints one line per layout: clean runs of N and the failing exit codes.
+A rank can abort at exit ("terminate called without an active exception", SIGABRT, then torchrun SIGTERMs its
+peer and exits 1). model/parallel.py destroys the group it made at exit; on 2026-12-04 (AMD EPYC 2-core VM) that
+alone did not stop the aborts (docs/numerics.md, "Process group teardown"). Not a timing benchmark: it counts
+exit codes, and prints each failure's exit codes and signals, then one line per layout: clean runs of N.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def main() -> None:
                                       text=True, timeout=300)
                 codes[proc.returncode] += 1
                 if proc.returncode:
-                    print(f"{name}: exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}", flush=True)
+                    why = [line.strip() for line in proc.stderr.splitlines()
+                           if any(w in line for w in ("exitcode", "Error", "error:", "terminate", "Signal"))]
+                    print(f"{name}: exit {proc.returncode}: {' | '.join(why[-4:])[:400]}", flush=True)
             failed = {code: n for code, n in codes.items() if code}
             print(f"{name}: {codes[0]} of {args.runs} clean exits; failures by exit code: {failed or 'none'}",
                   flush=True)
