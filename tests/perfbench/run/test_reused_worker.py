@@ -156,6 +156,9 @@ def test_a_sweep_shares_a_worker_per_round_and_its_compile_cache_across_rounds(t
     # already set is kept by the runner (an in-process graph-mode test of this session may have set one), so
     # the test removes it to get the sweep's own, empty cache.
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    # the same thread count in both rounds: the compiled kernels' cache key holds it, and on a busy 2-core host the
+    # worker would otherwise take 1 thread in one round and 2 in the other (measure/thread_budget.py)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     doc = {"perfbench": {"device": "cpu", "model": "tiny", "num_layers": 1, "seed": 0,
                          "workload": {"batch_sizes": [1], "input_lens": [16], "output_len": 2},
                          "measure": {"warmup": 1, "iterations": 2, "profile": False, "numerics_check": False},
