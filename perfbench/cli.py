@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from perfbench.emulation.npu.platforms import PLATFORMS as EMULATED_NPU_PLATFORM
 from perfbench.errors import UserError
 from perfbench.lifecycle import exit_on_signal
 from perfbench.output_paths import check_output_dir, check_output_file, os_error_line
+
+if TYPE_CHECKING:
+    from perfbench.results.ab_record import ABRecord
 
 USER_ERRORS = (UserError, ConfigError, ParallelConfigError, FileNotFoundError, NotADirectoryError)
 
@@ -144,8 +147,9 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 @click.option("--scenario", help="Scenario path or shipped name (default ci_smoke).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Result folder (default reports/ab-...).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
-@click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
-              help="Wall-time budget of the job in seconds, the build included; the last look comes before it.")
+@click.option("--max-time", "max_time", type=float, default=None,
+              help="Wall-time budget of the job in seconds, the build included; the last look comes before it. "
+                   "Default: the cap this host's noise file recommends (perfbench calibrate), else 110.")
 @click.option("--band", "--threshold", "band", type=float, default=0.05, show_default=True,
               help="'same': head/base within 1 +- this, with its whole interval.")
 @click.option("--margin", type=float, default=0.01, show_default=True,
@@ -171,34 +175,62 @@ def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, o
 
     Exit 0 no regression, 1 regression, 2 input error (an arm failed), 3 inconclusive, 130/143 interrupted. With
     $GITHUB_STEP_SUMMARY set, a markdown summary of the verdicts is appended there."""
-    from perfbench.run.ab import ABSettings, run_ab
+    from perfbench.run.ab import ABSettings, ab_job
+    from perfbench.run.calibrate import DEFAULT_CAP_S
 
     if emulate_npu:
         overrides = (*overrides, "perfbench.device=npu")
         _activate_emulator(emulate_npu)
     _check_ci_paths(junit, comment)
-    settings = ABSettings(max_time_s=max_time, band=band, margin=margin, processes=processes,
-                          pairs_per_epoch=pairs_per_epoch, pairs_per_process=pairs_per_process, looks=looks,
-                          seed=seed)
-    if out_dir is None:  # the folder run_ab would pick, known here so that its ab.json can be read afterwards
-        from perfbench.config.scenario import load_scenario
-        from perfbench.run.runner import default_out
-
-        out_dir = str(default_out(f"ab-{load_scenario(scenario or 'ci_smoke', list(overrides)).name}"))
-    code = run_ab(base, head, scenario, list(overrides), out_dir, settings,
-                  report=None if no_report else _report_after_run())
-    _ab_ci_outputs(Path(out_dir), junit, comment)
-    sys.exit(code)
+    settings = ABSettings(max_time_s=DEFAULT_CAP_S if max_time is None else max_time, band=band, margin=margin,
+                          processes=processes, pairs_per_epoch=pairs_per_epoch, pairs_per_process=pairs_per_process,
+                          looks=looks, seed=seed)
+    outcome = ab_job(base, head, scenario, list(overrides), out_dir, settings,
+                     report=None if no_report else _report_after_run(), cap_from_noise=max_time is None)
+    _ab_ci_outputs(outcome.record, junit, comment)
+    sys.exit(outcome.exit_code)
 
 
-def _ab_ci_outputs(out: Path, junit: str | None, comment: str | None) -> None:
+def _ab_ci_outputs(record: ABRecord, junit: str | None, comment: str | None) -> None:
     from perfbench.gate.ci_output import ab_checks, ab_markdown, write_ci_outputs
-    from perfbench.results.ab_record import read_ab_record
 
-    record = read_ab_record(out)
     for line in write_ci_outputs("perfbench ab", ab_markdown(record), ab_checks(record),
                                  Path(junit) if junit else None, Path(comment) if comment else None):
         click.echo(line, err=True)
+
+
+@main.command()
+@click.argument("scenario", required=False)
+@click.option("--record-time", "record_s", type=click.FloatRange(min=30), default=300.0, show_default=True,
+              help="Seconds of A/A epochs to record (the start-up comes on top).")
+@click.option("--jobs", type=click.IntRange(min=100), default=2000, show_default=True,
+              help="Simulated jobs per shift.")
+@click.option("--max-time", "cap_s", type=click.FloatRange(min=1), default=110.0, show_default=True,
+              help="The cap of the simulated jobs (ab's --max-time).")
+@click.option("--startup", "startup_s", type=click.FloatRange(min=0), default=None,
+              help="Start-up seconds of the simulated jobs (default: the recorded one).")
+@click.option("--condition", default="", help="How the host was while recording, e.g. 'quiet' (kept in the file).")
+@click.option("--from", "from_folder", type=click.Path(exists=True, file_okay=False),
+              help="Read the epochs of an earlier A/A ab folder instead of recording.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Result folder (default reports/calibrate-...).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@user_errors
+@signal_exits
+def calibrate(scenario: str | None, record_s: float, jobs: int, cap_s: float, startup_s: float | None,
+              condition: str, from_folder: str | None, out_dir: str | None, overrides: tuple[str, ...]) -> None:
+    """Record this host's timing noise (A/A epochs of SCENARIO, default ci_smoke) and say what a job can detect.
+
+    Prints, per injected slowdown (0, 1, 2, 3, 5, 10%), the simulated jobs' false words, decided and detected
+    shares and their time to a decision; the smallest change detected in 80% of jobs at the cap; the cap that
+    decides 90% of A/A jobs; and a check that the intervals match the noise (mean t^2 near 1)."""
+    from perfbench.run.calibrate import calibrate as run_calibrate
+    from perfbench.run.calibrate import table_lines
+
+    result = run_calibrate(scenario, list(overrides), out_dir, record_s, jobs, cap_s, startup_s, condition,
+                           from_folder)
+    for line in table_lines(result, result.record.startup_s if startup_s is None else startup_s):
+        click.echo(line)
 
 
 @main.command()

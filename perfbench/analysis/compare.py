@@ -12,7 +12,7 @@ Process-to-process variation: results of interleaved rounds are merged per combi
 (perfbench/analysis/rounds.py); with enough rounds on both sides for a rank test on them to reach ALPHA (four
 or more each), the per-round medians are the samples tested (the round is the unit). With fewer rounds, the
 pooled iteration samples are tested, and a change inside the metric's run-to-run band
-(perfbench/analysis/noise_band.py) is "no significant change".
+(perfbench/analysis/noise_band.py) is not significant. The word is one of the four (perfbench/results/verdicts.py).
 
 Unstable data decide nothing: when either run was judged unstable (perfbench/analysis/stability.py: noisy samples or
 a busy machine), or the two were timed while the host ran at different speeds (their host-probe medians more
@@ -32,6 +32,7 @@ from perfbench.analysis.rounds import merge_rounds, round_samples, tested_sample
 from perfbench.analysis.stability import contended
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.results import RunResult, WorkloadShape
+from perfbench.results.verdicts import FASTER, INCONCLUSIVE, SLOWER, Verdict, decide
 
 ALPHA = 0.05
 # metric -> raw samples it is tested on
@@ -67,11 +68,21 @@ class MetricChange:
         return "faster" if better else "slower"
 
     @property
+    def word(self) -> Verdict:
+        """One of the four words (perfbench/results/verdicts.py) on the latency ratio's interval; a change the rank
+        test does not back, or data that cannot decide, is "inconclusive"."""
+        if self.ci_low is None or self.ci_high is None or self.undecided or self.significant is None:
+            return INCONCLUSIVE
+        low, high = (1.0 / self.ci_high, 1.0 / self.ci_low) if higher_is_better(self.metric) else (
+            self.ci_low, self.ci_high)
+        word = decide(low, high)
+        return INCONCLUSIVE if word in (SLOWER, FASTER) and not self.significant else word
+
+    @property
     def verdict(self) -> str:
-        """"1.25x faster" when significant; "~ 1.01x slower" when not (or not testable)."""
+        """"1.250x slower", "1.010x same", "1.030x inconclusive": the factor and the word."""
         factor = max(self.ratio, 1.0 / self.ratio)
-        text = "same" if self.direction == "same" else f"{factor:.3f}x {self.direction}"
-        return text if self.significant else f"~ {text}"
+        return f"{factor:.3f}x {self.word}"
 
 
 def _pair_change(metric: str, a: RunResult, b: RunResult,

@@ -15,10 +15,9 @@ is what an interval must cover, so the cluster is the statistical unit:
 - Looks: a job that may stop early decides from repeated confidence intervals with Haybittle-Peto boundaries:
   an interim look decides only from a `INTERIM_LEVEL` (99.9%) interval, the last look from the nominal
   `CI_LEVEL` one. The overall false-call rate then stays near the nominal one whenever the job stops.
-- Verdict against an equivalence band `band` and a margin `margin` (both relative): "same" when the interval
-  lies inside [1 / (1 + band), 1 + band]; "slower" when it lies above 1 + margin; "faster" when below
-  1 / (1 + margin); else "inconclusive". The margin keeps a real but negligible layout effect from being called
-  a change (Stabilizer: one process is one layout sample).
+- Verdict (perfbench/results/verdicts.py, the one vocabulary): "slower" / "faster" when the interval lies beyond
+  the margin, "same" when it lies inside the band, else "inconclusive". The margin keeps a real but negligible
+  layout effect from being called a change (Stabilizer: one process is one layout sample).
 - Many (run, metric) tests in one job: each word is judged at the family level (`family_level`, Bonferroni), so
   the words of a job hold jointly at 95%; and Holm's step-down correction (`stats.holm_adjust`) of the one-sided
   p-values of "slower" decides the exit code (`regressions`), so a job of 8 tests is not 8 chances of a false alarm.
@@ -35,20 +34,29 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import special as scipy_special
 from scipy import stats as scipy_stats
 
 from perfbench.analysis.stats import CI_LEVEL, holm_adjust
+from perfbench.results.verdicts import (
+    DEFAULT_BAND,
+    DEFAULT_MARGIN,
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    VERDICTS,
+    Verdict,
+    decide,
+)
 
 TRIM = 0.2
 MIN_TRIM_PAIRS = 5  # a cluster of fewer pairs is summarised by its plain mean (trimming 20% of 4 trims nothing)
 YUEN_MIN_CLUSTERS = 10  # from here on the interval over clusters is Yuen's trimmed t
 MIN_CLUSTERS = 2  # fewer clusters decide nothing (no spread between clusters to go on)
 INTERIM_LEVEL = 0.999  # Haybittle-Peto: an interim look decides only at |z| > 3.29
-# "same": the whole interval within +-5% (CPU hosts); "slower"/"faster": the whole interval beyond +-1%
-DEFAULT_BAND = 0.05
-DEFAULT_MARGIN = 0.01
-SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "same", "inconclusive"
-VERDICTS = (SLOWER, FASTER, SAME, INCONCLUSIVE)
+# the words and their widths live in perfbench/results/verdicts.py (re-exported here for the callers)
+__all__ = ["DEFAULT_BAND", "DEFAULT_MARGIN", "FASTER", "INCONCLUSIVE", "SAME", "SLOWER", "VERDICTS", "decide"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ class PairedRatio:
     margin: float
     level: float
     method: str  # "t" | "yuen" | "pairs of one cluster" (shown, decides nothing)
-    verdict: str
+    verdict: Verdict
     p_slower: float = 1.0
     clusters_needed: int | None = None
 
@@ -116,7 +124,7 @@ class LogInterval:
     def bounds(self, level: float) -> tuple[float, float]:
         if self.df < 1 or not math.isfinite(self.se):
             return -math.inf, math.inf
-        half = float(scipy_stats.t.ppf((1 + level) / 2, self.df)) * self.se
+        half = _two_sided_quantile(level, self.df) * self.se
         return self.center - half, self.center + half
 
     def p_above(self, threshold: float) -> float:
@@ -125,7 +133,7 @@ class LogInterval:
             return 1.0
         if self.se == 0:
             return 0.0 if self.center > threshold else 1.0
-        return float(scipy_stats.t.sf((self.center - threshold) / self.se, self.df))
+        return float(_t_sf((self.center - threshold) / self.se, self.df))
 
 
 def interval_over_clusters(estimates: Sequence[float] | np.ndarray) -> LogInterval:
@@ -176,21 +184,6 @@ class LookPlan:
         return final or interim, final
 
 
-def decide(low: float, high: float, band: float, margin: float) -> str:
-    """The verdict on a latency ratio after / before whose interval is [low, high] (see the module docstring)."""
-    if not band > 0:
-        raise ValueError(f"band must be positive, got {band!r}")
-    if not 0 <= margin < band:
-        raise ValueError(f"margin must lie in [0, band), got {margin!r} (band {band!r})")
-    if 1.0 / (1.0 + band) <= low and high <= 1.0 + band:
-        return SAME
-    if low > 1.0 + margin:
-        return SLOWER
-    if high < 1.0 / (1.0 + margin):
-        return FASTER
-    return INCONCLUSIVE
-
-
 def clusters_needed(interval: LogInterval, clusters: int, band: float, margin: float, level: float,
                     cap: int = 10_000) -> int | None:
     """How many clusters in all the interval would need to decide, if the between-cluster spread and the centre
@@ -206,7 +199,7 @@ def clusters_needed(interval: LogInterval, clusters: int, band: float, margin: f
         return clusters
 
     def enough(g: int) -> bool:  # the half-width falls with G, so the first G that is enough is found by halving
-        return float(scipy_stats.t.ppf((1 + level) / 2, g - 1)) * sd / math.sqrt(g) < room
+        return _two_sided_quantile(level, g - 1) * sd / math.sqrt(g) < room
 
     high = max(clusters, MIN_CLUSTERS)
     while not enough(high):
@@ -218,6 +211,12 @@ def clusters_needed(interval: LogInterval, clusters: int, band: float, margin: f
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
+
+
+def _t_sf(x: float, df: float) -> float:
+    """Student t's survival function through the special function (a simulated calibration calls it ~10^5
+    times; scipy.stats' wrapper costs ~0.1 ms a call)."""
+    return float(scipy_special.stdtr(df, -x))
 
 
 def _ratio(log_value: float) -> float:
@@ -238,15 +237,27 @@ def paired_ratio(clusters: Mapping[Any, tuple[Sequence[float], Sequence[float]]]
         # it decides nothing
         single = interval_over_clusters(logs[0])
         interval = LogInterval(cluster_estimate(logs[0]), single.se, single.df, "pairs of one cluster")
-    else:
-        interval = interval_over_clusters([cluster_estimate(x) for x in logs])
+        return _judged(interval, pairs, len(logs), band, margin, level, decides=False)
+    return ratio_of_estimates([cluster_estimate(x) for x in logs], pairs, band, margin, level)
+
+
+def ratio_of_estimates(estimates: Sequence[float], pairs: int, band: float = DEFAULT_BAND,
+                       margin: float = DEFAULT_MARGIN, level: float = CI_LEVEL) -> PairedRatio:
+    """after / before from the clusters' log-ratio estimates (`cluster_estimate` of each cluster's pairs): the
+    decision every paired verdict goes through, the jobs' own and `perfbench calibrate`'s simulated ones."""
+    interval = interval_over_clusters(estimates)
+    return _judged(interval, pairs, len(estimates), band, margin, level,
+                   decides=interval.df >= 1 and len(estimates) >= MIN_CLUSTERS)
+
+
+def _judged(interval: LogInterval, pairs: int, clusters: int, band: float, margin: float, level: float,
+            decides: bool) -> PairedRatio:
     low, high = interval.bounds(level)
     value, lo, hi = _ratio(interval.center), _ratio(low), _ratio(high)
-    decides = interval.df >= 1 and len(logs) >= MIN_CLUSTERS
     verdict = decide(lo, hi, band, margin) if decides else INCONCLUSIVE
-    needed = clusters_needed(interval, len(logs), band, margin, level) if verdict == INCONCLUSIVE else None
+    needed = clusters_needed(interval, clusters, band, margin, level) if verdict == INCONCLUSIVE else None
     p_slower = interval.p_above(math.log1p(margin)) if decides else 1.0
-    return PairedRatio(value, lo, hi, pairs, len(logs), band, margin, level, interval.method, verdict, p_slower,
+    return PairedRatio(value, lo, hi, pairs, clusters, band, margin, level, interval.method, verdict, p_slower,
                        needed)
 
 

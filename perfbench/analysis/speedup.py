@@ -3,8 +3,7 @@
 Runs timed in interleaved blocks (perfbench/measure/blocks.py) are compared on their pairs: each block's baseline
 iteration against the combination's iteration of the same block, a re-allocation epoch of a process the cluster
 (perfbench/analysis/paired.py: a t interval over clusters, the band and margin of its verdicts). The verdict
-is faster / slower (beyond the margin) / no change (the CI inside the band `paired.DEFAULT_BAND`) /
-inconclusive (the pairs disagree too much to decide). Per-run stability verdicts do not
+is one of the four words of perfbench/results/verdicts.py, on the paired interval. Per-run stability verdicts do not
 enter: host drift between blocks cancels in a pair, and what does not cancel widens the CI.
 
 Runs timed separately (older folders, accelerators, torchrun) are compared by rounds instead. With
@@ -14,12 +13,16 @@ more rounds its CI is a Student-t interval on their logarithms (the round is the
 interval has one degree of freedom (t = 12.7) and spans orders of magnitude, so the CI comes from a
 two-stage bootstrap instead: draw the rounds with replacement, then resample each drawn round's iterations
 within the round (baseline and combination of a round stay paired). It spans at least the two rounds' ratios
-when they disagree, but two rounds cannot show all the variation between processes, so a ratio inside the
-run-to-run band (perfbench/analysis/noise_band.py) is "no change". With one round it
-is the ratio of medians with a bootstrap CI over iterations, and the same band.
+when they disagree. With one round it is the ratio of medians with a bootstrap CI over iterations, shown but
+deciding nothing.
 
-The verdict is "unstable" when a run behind it was judged unstable, or when a round's baseline and combination
-were timed while the host ran at different speeds (perfbench/analysis/stability.py `host_speed_differs`).
+The verdict is one of the four words (perfbench/results/verdicts.py), judged on the speed-up's interval with the
+paired rule's band and margin, whatever the basis. An interval that straddles 1 is "inconclusive", never
+"same": on an accelerator a toggle measured with too few rounds says how little it could see. A basis that
+cannot see the spread between processes (one round: iterations of one process each) decides nothing, and
+neither does a run judged unstable or a round whose two sides ran while the host ran at different speeds
+(perfbench/analysis/stability.py `host_speed_differs`): those are "inconclusive" with the reason in
+`Speedup.reason`.
 """
 
 from __future__ import annotations
@@ -30,17 +33,24 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-from perfbench.analysis import noise_band, paired, stats
+from perfbench.analysis import paired, stats
 from perfbench.analysis.rounds import by_combination, merge_rounds
 from perfbench.analysis.stability import host_speed_differs
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import short_plan_label
 from perfbench.results import RunResult, WorkloadShape
+from perfbench.results.verdicts import (
+    DEFAULT_BAND,
+    DEFAULT_MARGIN,
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    Verdict,
+    decide_speedup,
+)
 
-FASTER, SLOWER, SAME, UNSTABLE = "faster", "slower", "no change", "unstable"
-INCONCLUSIVE = paired.INCONCLUSIVE
-PAIRED_VERDICT = {paired.FASTER: FASTER, paired.SLOWER: SLOWER, paired.SAME: SAME,
-                  paired.INCONCLUSIVE: INCONCLUSIVE}
+__all__ = ["FASTER", "INCONCLUSIVE", "SAME", "SLOWER"]
 LATENCIES = ("ttft_ms", "tpot_ms")
 SUMMARY_KEY = {"ttft_ms": "ttft_ms_median", "tpot_ms": "tpot_ms_median"}
 MIN_T_ROUNDS = 3  # paired rounds for a Student-t CI on the rounds; two: a two-stage bootstrap
@@ -56,9 +66,10 @@ class Speedup:
     low: float
     high: float
     basis: str
-    verdict: str
+    verdict: Verdict
     n: int  # pairs ("blocks"), rounds ("rounds"), else iterations
     clusters: int = 0  # "blocks": the clusters (re-allocation epochs of the processes) the pairs came from
+    reason: str = ""  # why an interval that might decide does not (an unstable run, one round)
 
     def text(self) -> str:
         return f"{self.value:.2f}x [{self.low:.2f}, {self.high:.2f}] {self.verdict}"
@@ -97,7 +108,7 @@ def paired_speedup(base_runs: list[RunResult], runs: list[RunResult], key: str,
     if ratio is None:
         return None
     value, low, high = ratio.speedup()
-    return Speedup(value, low, high, "blocks", PAIRED_VERDICT[ratio.verdict], ratio.pairs, ratio.clusters)
+    return Speedup(value, low, high, "blocks", ratio.verdict, ratio.pairs, ratio.clusters)
 
 
 def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
@@ -152,25 +163,24 @@ def host_speed_reasons(base_rounds: list[RunResult], rounds: list[RunResult]) ->
             if (why := host_speed_differs(b, r, names=("for the baseline", "for this plan")))]
 
 
-def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
-            bands: dict[str, float] | None = None) -> Speedup | None:
+def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str) -> Speedup | None:
     """Speed-up of the combination measured by `rounds` over the baseline `base_rounds` (one result per
     round each, or one result each), on the latency samples `key` (ttft_ms, tpot_ms); None without data.
     Within-block pairs decide where the runs have them."""
     if (blocks := paired_speedup(base_rounds, rounds, key)) is not None:
         return blocks
-    unstable = (any(r.is_stable() is False for r in (*base_rounds, *rounds))
-                or bool(host_speed_reasons(base_rounds, rounds)))
+    unstable = _unstable(base_rounds, rounds)
     if len(rounds) >= 2 and len(base_rounds) >= 2:
         pairs = _round_pairs(base_rounds, rounds, key)
         if len(pairs) >= MIN_T_ROUNDS:
             value, low, high = paired_ratio_ci([stats.median(xs) / stats.median(ys) for xs, ys in pairs])
-            return Speedup(value, low, high, "rounds", _verdict(low, high, unstable, False), len(pairs))
+            verdict, reason = _verdict(low, high, unstable)
+            return Speedup(value, low, high, "rounds", verdict, len(pairs), reason=reason)
         if len(pairs) == 2 and all(len(xs) >= 2 and len(ys) >= 2 for xs, ys in pairs):
             value, low, high = two_stage_ratio_ci(pairs, n_boot=stats.N_BOOT)
-            in_band = noise_band.inside(SUMMARY_KEY.get(key, key), value, bands)
-            return Speedup(value, low, high, "rounds and iterations", _verdict(low, high, unstable, in_band),
-                           sum(len(ys) for _, ys in pairs))
+            verdict, reason = _verdict(low, high, unstable)
+            return Speedup(value, low, high, "rounds and iterations", verdict, sum(len(ys) for _, ys in pairs),
+                           reason=reason)
     base = next((r for r in base_rounds if r.status == "ok"), None)
     cur = next((r for r in rounds if r.status == "ok"), None)
     if base is None or cur is None:
@@ -179,20 +189,24 @@ def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str,
     if len(xs) < 2 or len(ys) < 2:
         return None
     value, low, high = stats.ratio_ci(ys, xs, level=CI_LEVEL, n_boot=stats.N_BOOT)  # median(xs) / median(ys)
-    in_band = noise_band.inside(SUMMARY_KEY.get(key, key), value, bands)
-    return Speedup(value, low, high, "iterations", _verdict(low, high, unstable, in_band), len(ys))
+    # iterations of one process per side: the interval cannot see the spread between processes
+    return Speedup(value, low, high, "iterations", INCONCLUSIVE, len(ys),
+                   reason=unstable or "one round per side: the spread between processes is unknown")
 
 
-def _verdict(low: float, high: float, unstable: bool, in_band: bool) -> str:
+def _unstable(base_rounds: list[RunResult], rounds: list[RunResult]) -> str:
+    """Why the rounds cannot decide ("" when they can): a run judged unstable, or host speeds that differed."""
+    if any(r.is_stable() is False for r in (*base_rounds, *rounds)):
+        return "a run behind it was judged unstable"
+    reasons = host_speed_reasons(base_rounds, rounds)
+    return reasons[0] if reasons else ""
+
+
+def _verdict(low: float, high: float, unstable: str) -> tuple[Verdict, str]:
+    """(verdict, reason) of a speed-up interval timed in separate rounds."""
     if unstable:
-        return UNSTABLE
-    if in_band:
-        return SAME
-    if low > 1.0:
-        return FASTER
-    if high < 1.0:
-        return SLOWER
-    return SAME
+        return INCONCLUSIVE, unstable
+    return decide_speedup(low, high, DEFAULT_BAND, DEFAULT_MARGIN), ""
 
 
 def plan_label(result: RunResult) -> str:

@@ -19,11 +19,12 @@ from pydantic import BaseModel, ConfigDict
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.gate.checks import FAIL, INCONCLUSIVE, PASS, SKIP
 from perfbench.gate.engine import GateReport
-from perfbench.results import atomic_write_text
+from perfbench.results import atomic_write_text, verdicts
 from perfbench.results.ab_record import ABRecord
+from perfbench.results.verdicts import FASTER, SAME, SLOWER
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-AB_STATUS = {"slower": FAIL, "faster": PASS, "same": PASS, "inconclusive": INCONCLUSIVE}
+AB_STATUS = {SLOWER: FAIL, FASTER: PASS, SAME: PASS, verdicts.INCONCLUSIVE: INCONCLUSIVE}
 
 
 class CICheck(BaseModel):

@@ -49,6 +49,7 @@ from perfbench.git_refs import is_sha, resolve_commit
 from perfbench.lifecycle import Interrupted
 from perfbench.results import ResultFolder, RunResult, atomic_write_text
 from perfbench.results.ab_record import ABRecord, read_ab_record
+from perfbench.results.verdicts import FASTER, SAME
 
 # (base sha, head sha, scenario, out folder) -> the ab job's record
 ABRunner = Callable[[str, str, str, Path], ABRecord]
@@ -224,7 +225,7 @@ def _decide(suspects: list[CheckResult], baseline: ResultFolder, current: Result
                      f"clusters ({record.mode}; {out})")
             if verdict.regression:
                 why, status = f"confirmed by {pairs}", FAIL
-            elif verdict.verdict in ("same", "faster"):
+            elif verdict.verdict in (SAME, FASTER):
                 why, status = f"not confirmed: {pairs} is {verdict.verdict}", PASS
             else:
                 why, status = f"unconfirmed: {pairs} is {verdict.verdict}", UNCONFIRMED

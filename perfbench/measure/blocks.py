@@ -21,17 +21,19 @@ prepared or timed becomes an error result; the others go on.
 from __future__ import annotations
 
 import os
-import random
 import time
 import traceback
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from model.backend import synchronize
 from perfbench.analysis import paired
+from perfbench.analysis.sequential import DecisionRule, SequentialJob
 from perfbench.measure import failure_kinds
-from perfbench.measure.epochs import Relocator, relocatable
+from perfbench.measure.epoch_engine import EpochEngine, TimedUnit, allow_a_graph_per_unit
+from perfbench.measure.epochs import relocatable
 from perfbench.measure.host_probe import HostProbe
 from perfbench.measure.run_steps import (
     HostWatch,
@@ -46,7 +48,7 @@ from perfbench.results import BlockPlacement, Failure, RunPlan, RunResult, RunSp
 
 CONVERGED_PAIRED = f"{CONVERGED} (paired)"
 EPOCH_BLOCKS = 5  # timed blocks per epoch (the trimmed mean of a cluster needs 5 pairs)
-LOOKS = 3
+METRICS = ("ttft_ms", "tpot_ms")
 
 
 @dataclass
@@ -73,38 +75,49 @@ def _error_result(spec: RunSpec, err: BaseException, stage: str, plan: RunPlan |
                      failure=failure_kinds.of_exception(failure_kinds.tagged(err, stage)))
 
 
-def _decided(base: BlockRun, run: BlockRun, level: float) -> bool:
-    """Is the run's paired ratio against the reference decided (same, slower or faster) at `level` on both
-    latencies, by the verdict's own rule with epochs as clusters?"""
-    for key in ("ttft_ms", "tpot_ms"):
-        xs, ys = getattr(base.timings, key), getattr(run.timings, key)
-        if not ys:
+def reference_run(runs: list[BlockRun]) -> BlockRun:
+    """The run every other run of the group is paired with: the fewest toggles on."""
+    return min(runs, key=lambda r: len(r.prepared.spec.requested_on()))
+
+
+def epoch_estimates(runs: list[BlockRun]) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], int]]:
+    """(run_id, metric) -> each epoch's paired log-ratio estimate against the group's reference run, and the pairs
+    behind them: the tests of the group's sequential decision."""
+    live = [r for r in runs if r.error is None]
+    estimates: dict[tuple[str, str], list[float]] = {}
+    pairs: dict[tuple[str, str], int] = {}
+    if len(live) < 2:
+        return estimates, pairs
+    base = reference_run(live)
+    for run in live:
+        if run is base:
             continue
-        epochs: dict[int, tuple[list[float], list[float]]] = {}
-        for e, x, y in zip(run.epoch, xs, ys):
-            epochs.setdefault(e, ([], []))[0].append(x)
-            epochs[e][1].append(y)
-        ratio = paired.paired_ratio(epochs, level=level)
-        if ratio is None or ratio.verdict == paired.INCONCLUSIVE:
-            return False
-    return True
+        for key in METRICS:
+            xs, ys = getattr(base.timings, key), getattr(run.timings, key)
+            if not ys or len(xs) != len(ys):
+                continue
+            by_epoch: dict[int, tuple[list[float], list[float]]] = {}
+            for e, x, y in zip(run.epoch, xs, ys):
+                by_epoch.setdefault(e, ([], []))[0].append(x)
+                by_epoch[e][1].append(y)
+            logs = [x for x in (paired.log_ratios(b, a) for b, a in by_epoch.values()) if x.size]
+            estimates[(run.prepared.spec.run_id, key)] = [paired.cluster_estimate(x) for x in logs]
+            pairs[(run.prepared.spec.run_id, key)] = sum(x.size for x in logs)
+    return estimates, pairs
 
 
 def stop_reason(runs: list[BlockRun], blocks: int, elapsed_s: float, spec: RunSpec,
-                looks: paired.LookPlan | None = None, next_epoch_s: float = 0.0) -> str | None:
+                job: SequentialJob[tuple[str, str]] | None = None, next_epoch_s: float = 0.0) -> str | None:
     """Why to stop after an epoch that ended with `blocks` blocks, None to go on (see the module docstring)."""
     if blocks < spec.iterations:
         return None
     live = [r for r in runs if r.error is None]
     budget = spec.max_time_s * max(len(live), 1) if spec.max_time_s is not None else None
-    if spec.target_rel_ci is not None and len(live) >= 2 and looks is not None:
-        look, final = looks.due(elapsed_s, next_epoch_s)
-        if look:
-            looks.done += 1
-            level = paired.look_level(final)
-            base = min(live, key=lambda r: len(r.prepared.spec.requested_on()))
-            if all(_decided(base, r, level) for r in live if r is not base):
-                return CONVERGED_PAIRED
+    if spec.target_rel_ci is not None and len(live) >= 2 and job is not None:
+        estimates, pairs = epoch_estimates(runs)
+        judged = job.after_epoch(elapsed_s, next_epoch_s, estimates, pairs)
+        if judged is not None and judged.settled:
+            return CONVERGED_PAIRED
     if blocks >= (spec.max_iterations or spec.iterations):
         return MAX_ITERATIONS
     if budget is not None and elapsed_s + next_epoch_s > budget:
@@ -114,7 +127,7 @@ def stop_reason(runs: list[BlockRun], blocks: int, elapsed_s: float, spec: RunSp
 
 def measure_block_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunResult]:
     """Prepare every run, time them in interleaved blocks, then finish each (expert load, profile)."""
-    _allow_a_graph_per_run(len(specs))
+    allow_a_graph_per_unit(len(specs))
     prepared: list[BlockRun] = []
     failed: dict[str, RunResult] = {}
     for spec, run_dir in zip(specs, run_dirs):
@@ -124,7 +137,6 @@ def measure_block_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunR
             failed[spec.run_id] = _error_result(spec, err, failure_kinds.STARTUP)
     process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     if prepared:
-        _warm_block(prepared)
         _time_blocks(prepared, process)
     out = []
     for spec in specs:
@@ -144,65 +156,49 @@ def measure_block_group(specs: list[RunSpec], run_dirs: list[Path]) -> list[RunR
     return out
 
 
-def _allow_a_graph_per_run(runs: int) -> None:
-    """Every graph-mode model compiles the same decode function for its own `self`: dynamo counts each as a
-    recompile of that function, and past its limit it would run the step eagerly without notice."""
-    import torch._dynamo
-
-    config = torch._dynamo.config
-    config.recompile_limit = max(config.recompile_limit, 8 * runs)
-
-
-def _warm_block(runs: list[BlockRun]) -> None:
-    """One untimed iteration of every run after all are built: a later run's warm-up may reset dynamo
-    (`compile_warm_s`), and the graphs it dropped compile again here, not in a timed block."""
-    for run in runs:
-        if run.error is not None:
-            continue
-        try:
-            run.prepared.iterate()
-        except Exception as err:  # noqa: BLE001 - the run is out of the group
-            run.fail(err, failure_kinds.STARTUP)  # a graph a later run's warm-up dropped compiles here
-
-
 def _time_blocks(runs: list[BlockRun], process: str) -> None:
     first = runs[0].prepared
     spec = first.spec
-    rng = random.Random(f"{spec.seed}-{spec.round}-{spec.block_group}")
-    probe = HostProbe(spec.seed) if first.model.device.type == "cpu" else None
-    relocators = [Relocator(r.prepared.model, rng.randrange(2**31)) for r in runs
-                  if relocatable(r.prepared.spec.device, "graph_mode" in r.prepared.result.plan.effective_on())]
-    probe_ms: list[float] = []
+    by_key = {r.prepared.spec.run_id: r for r in runs}
+
+    def failed(unit: TimedUnit, err: BaseException, stage: str) -> None:
+        by_key[unit.key].fail(err, failure_kinds.STARTUP if stage == "startup" else failure_kinds.BENCHMARK)
+
+    units = [TimedUnit(r.prepared.spec.run_id, r.prepared.iterate,
+                       r.prepared.model if relocatable(r.prepared.spec.device,
+                                                       "graph_mode" in r.prepared.result.plan.effective_on())
+                       else None)
+             for r in runs]
+    # one group: a block is one iteration of every run of the group, in a fresh random order
+    engine: EpochEngine[TimedUnit] = EpochEngine(
+        [units], seed=_group_seed(spec), probe=HostProbe(spec.seed) if first.model.device.type == "cpu" else None,
+        on_error=failed)
+    # a later run's warm-up may reset dynamo (`compile_warm_s`): the graphs it dropped compile here, untimed
+    engine.warm()
     watch = HostWatch.start()
     start = time.perf_counter()
     budget = spec.max_time_s * len(runs) if spec.max_time_s is not None else None
-    looks = paired.LookPlan(budget, LOOKS) if budget is not None else None
-    blocks = epoch = 0
+    # each toggle's verdict in the end table answers its own question (what does this optimization buy?) at the
+    # nominal level, so the group stops when each is decided at that level: a family of one
+    job: SequentialJob[tuple[str, str]] | None = (
+        SequentialJob(DecisionRule(), budget, tests=1) if budget is not None else None)
+    probe_ms: list[float] = []
+    blocks = 0
     reason = None
-    epoch_s: list[float] = []
     while reason is None:
-        began = time.perf_counter()
-        if epoch > 0:
-            for relocator in relocators:
-                relocator.relocate()
-            _warm_block(runs)  # untimed: the first iteration after a re-allocation runs cold
-        for _ in range(min(EPOCH_BLOCKS, (spec.max_iterations or spec.iterations) - blocks)):
-            if probe is not None:
-                probe_ms.append(probe())
-            order = [r for r in runs if r.error is None]
-            rng.shuffle(order)
-            for place, run in enumerate(order):
-                try:
-                    run.timings.add(run.prepared.iterate())
-                    run.block_index.append(blocks)
-                    run.epoch.append(epoch)
-                    run.position.append(place)
-                except Exception as err:  # noqa: BLE001 - the run is out of the group from here on
-                    run.fail(err, failure_kinds.BENCHMARK)
-            blocks += 1
-        epoch += 1
-        epoch_s.append(time.perf_counter() - began)
-        reason = stop_reason(runs, blocks, time.perf_counter() - start, spec, looks, max(epoch_s[-3:]))
+        rounds = min(EPOCH_BLOCKS, (spec.max_iterations or spec.iterations) - blocks)
+        epoch = len(engine.epochs)
+        for sample in engine.epoch(rounds):
+            run = by_key[sample.unit]
+            if sample.first_in_group and sample.probe_ms is not None:
+                probe_ms.append(sample.probe_ms)
+            run.timings.add(sample.iteration)
+            run.block_index.append(blocks + sample.round)
+            run.epoch.append(epoch)
+            run.position.append(sample.place)
+        blocks += rounds
+        epoch_s = [e.seconds for e in engine.epochs]
+        reason = stop_reason(runs, blocks, time.perf_counter() - start, spec, job, max(epoch_s[-3:]))
         if not any(r.error is None for r in runs):
             reason = "every run failed"
     synchronize(first.caps.device)
@@ -215,4 +211,9 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
         record_timings(run.prepared, run.timings, reason, host)
         run.prepared.result.blocks = BlockPlacement(group=spec.block_group, process=process, index=run.block_index,
                                                     epoch=run.epoch, position=run.position, runs=len(runs),
-                                                    blocks=blocks)
+                                                    blocks=blocks, epoch_seeds=[e.seed for e in engine.epochs])
+
+
+def _group_seed(spec: RunSpec) -> int:
+    """The block group's seed: the scenario's seed, round and group, as a stable integer (no salted hash)."""
+    return zlib.crc32(f"{spec.seed}-{spec.round}-{spec.block_group}".encode())

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import platform
 import re
 import tempfile
 from pathlib import Path
 
+from perfbench.results.host_kind import this_host
 from perfbench.roofline.peaks import cache_dir
 
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+")  # what a compiler command line passes through unquoted
@@ -41,3 +43,17 @@ def compile_cache_root(out: Path) -> Path:
 def compile_cache_dir(out: Path) -> Path:
     """The inductor cache of the sweep writing `out`."""
     return compile_cache_root(out) / "inductor"
+
+
+def shared_compile_cache() -> Path:
+    """The per-user inductor cache that outlives every result folder (ab, calibrate, gate --confirm, bisect): one
+    folder per host kind and versions of torch and Python. The code is keyed by inductor itself (an entry is found
+    by the hash of its graph), so a graph no commit changed stays warm across commits and jobs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "none"
+    key = f"{this_host().key()}-torch{torch_version}-py{platform.python_version()}"
+    return cache_dir() / "inductor" / re.sub(r"[^A-Za-z0-9_.+-]", "_", key)

@@ -20,8 +20,8 @@ import torch
 from perfbench.measure.git_state import git_state
 from perfbench.measure.thread_budget import threads_note
 from perfbench.results.env_allowlist import recorded_env
+from perfbench.results.host_kind import cpu_model
 from perfbench.results.timestamps import utc_timestamp
-from perfbench.roofline.peaks import cpu_model
 
 
 def package_version(name: str) -> str | None:

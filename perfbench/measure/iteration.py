@@ -48,6 +48,15 @@ class Iteration:
     tokens: torch.Tensor  # [B, output_len]
     logits: torch.Tensor | None  # [B, output_len, V] when kept
 
+    @property
+    def ttft_ms(self) -> float:
+        return self.ttft_s * 1e3
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """The iteration's TPOT: the mean of its decode steps (None without decode steps)."""
+        return sum(self.step_s) / len(self.step_s) * 1e3 if self.step_s else None
+
 
 def run_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens: torch.Tensor,
                   cache: Qwen3_5MoeCache, output_len: int, keep_logits: bool = False,

@@ -242,9 +242,9 @@ class Timings:
         return cls([], [], [], [])
 
     def add(self, it: Iteration) -> None:
-        self.ttft_ms.append(it.ttft_s * 1e3)
-        if it.step_s:
-            self.tpot_ms.append(sum(it.step_s) / len(it.step_s) * 1e3)
+        self.ttft_ms.append(it.ttft_ms)
+        if (tpot := it.tpot_ms) is not None:
+            self.tpot_ms.append(tpot)
             self.tpot_steps_ms.extend(s * 1e3 for s in it.step_s)
 
     def watched(self) -> dict[str, list[float]]:

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from perfbench.analysis.folder_analysis import FolderAnalysis
-from perfbench.analysis.speedup import FASTER, INCONCLUSIVE, SAME, SLOWER, UNSTABLE, Speedup, plan_label
+from perfbench.analysis.speedup import Speedup, plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.pages.page import Section, Svg, Text
 from perfbench.pages.svg import ForestRow, forest_plot
 from perfbench.results import RunResult
+from perfbench.results.verdicts import FASTER, INCONCLUSIVE, SAME, SLOWER
 
-VERDICT_COLOURS = {FASTER: "#3a9a4a", SLOWER: "#c8413b", SAME: "#5b7db8", INCONCLUSIVE: "#d9a21b",
-                   UNSTABLE: "#9b59b6"}
+VERDICT_COLOURS = {FASTER: "#3a9a4a", SLOWER: "#c8413b", SAME: "#5b7db8", INCONCLUSIVE: "#d9a21b"}
 OTHER_COLOUR = "#888"
 PANELS = {"ttft_ms": "TTFT (prefill)", "tpot_ms": "TPOT (decode)"}
 TITLE = "Speed-ups"

@@ -1,18 +1,18 @@
 """The report's opening: the best plan against the baseline and each plan's speed-up with its CI and verdict
-(faster / slower / no change / inconclusive; unstable for runs timed separately), then the warnings: the folder
+(faster / slower / same / inconclusive: perfbench/results/verdicts.py), then the warnings: the folder
 analysis (perfbench/analysis/folder_analysis.py) laid out."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from perfbench.analysis import paired
 from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.analysis.plan_warnings import host_notes
 from perfbench.analysis.speedup import plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.pages.page import Section, Text
 from perfbench.pages.table import Column, Table
+from perfbench.results.verdicts import words_line
 
 
 def headline_section(analysis: FolderAnalysis) -> Section:
@@ -59,11 +59,10 @@ def headline_section(analysis: FolderAnalysis) -> Section:
     section.blocks.append(Text(
         "basis 'blocks': baseline and plan timed in the same interleaved blocks of one process; per re-allocation "
         "epoch the trimmed mean of the within-block log ratios, with a Student t CI over the epochs (Yuen's "
-        f"trimmed t from 10); 'no change' when the whole CI lies within +-{paired.DEFAULT_BAND:.0%}, faster or "
-        f"slower when it lies beyond +-{paired.DEFAULT_MARGIN:.0%}, 'inconclusive' otherwise. Runs timed "
-        "separately: 'rounds' pairs baseline and plan by interleaved round (t interval), "
-        "'iterations' compares one round with a bootstrap over iterations and the run-to-run band; 'unstable': a "
-        "run behind it was judged unstable or the host ran at another speed (see the warnings).", note=True))
+        f"trimmed t from 10); {words_line()}. Runs timed separately: 'rounds' pairs baseline and plan by "
+        "interleaved round (t interval); 'iterations' compares one round by a bootstrap over iterations, which "
+        "decides nothing (one process per side); a run judged unstable, or a host that ran at another speed, "
+        "makes the word 'inconclusive' (see the warnings).", note=True))
     section.blocks.extend(Text(f"HOST: {note}") for note in host_notes(list(analysis.results)))
     for texts in analysis.warnings.values():
         section.blocks.extend(Text(f"WARNING: {warning}") for warning in texts)

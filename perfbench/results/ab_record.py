@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from perfbench.errors import UserError
 from perfbench.git_refs import recorded_commit_problem
 from perfbench.results.validation import record_error
+from perfbench.results.verdicts import Verdict
 
 AB_FILE = "ab.json"
 AB_VERSION = 2
@@ -80,7 +81,7 @@ class ABVerdict(_Part):
     margin: float = 0.0
     level: float = V1_LEVEL
     method: str = "bootstrap"
-    verdict: Literal["slower", "faster", "same", "inconclusive"]
+    verdict: Verdict
     p_slower: float | None = None
     regression: bool = False  # a "slower" that survives Holm across the job's (run, metric) tests
     clusters_needed: int | None = None
@@ -154,6 +155,8 @@ class ABRecord(_Part):
     status: Literal["ok", "error", "interrupted"] = "ok"
     stopped: str = ""
     startup_s: float | None = None  # from the start of the job until every arm was built and ready
+    compile_s: float | None = None  # of the start-up, the seconds the builds spent compiling
+    epoch_seeds: list[int] = Field(default_factory=list)  # each cluster's order seed (a replay draws the same)
     cluster_seconds: list[float] = Field(default_factory=list)  # wall time of each epoch / worker generation
     exit_code: int = 3
     verdicts: dict[str, dict[str, ABVerdict]] = Field(default_factory=dict)

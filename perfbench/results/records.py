@@ -231,6 +231,8 @@ class BlockPlacement(Record):
     position: list[int] = Field(default_factory=list)
     runs: int = 0
     blocks: int = 0
+    # each epoch's seed (perfbench/measure/epoch_engine.py): the orders and spacers of a replay (older: none)
+    epoch_seeds: list[int] = Field(default_factory=list)
 
 
 class LayerCounts(Record):

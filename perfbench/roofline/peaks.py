@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 
 from perfbench.config.key_value import parse_key_number
 from perfbench.errors import UserError
+from perfbench.results.host_kind import cpu_model
 
 PEAKS_FILE = Path(__file__).with_name("device_peaks.yaml")
 DTYPES = ("float32", "bfloat16", "float16", "float8")
@@ -55,18 +55,6 @@ class DevicePeaks:
             raise UserError(f"device {self.name} has no sourced memory bandwidth; give one with "
                             f"--peak memory_GBps=VALUE")
         return self.memory_Bps
-
-
-def cpu_model() -> str:
-    """The CPU model name (/proc/cpuinfo), else what the platform module says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
 
 
 def _entry(name: str, raw: dict[str, Any]) -> DevicePeaks:

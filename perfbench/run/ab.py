@@ -41,13 +41,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfbench.analysis import paired
+from perfbench.analysis.sequential import DecisionRule, Judgement, SequentialJob, judge
 from perfbench.errors import UserError
 from perfbench.lifecycle import exit_code_of, interrupt_line, sigterm_raises
+from perfbench.measure.compile_cache import shared_compile_cache
 from perfbench.measure.environment import emulation_label
+from perfbench.measure.epoch_engine import round_order
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec, atomic_write_json, write_results
 from perfbench.results.ab_record import AB_FILE, ABArm, ABLook, ABPair, ABRecord, ABVerdict
 from perfbench.results.env_allowlist import torch_copied_credentials
-from perfbench.roofline.peaks import cache_dir
+from perfbench.results.verdicts import INCONCLUSIVE, words_line
 from perfbench.run.arms import Arm, ArmSet, check_out, repository_of
 from perfbench.run.folder_owner import owned
 from perfbench.run.worker_process import WorkerProcess
@@ -109,7 +112,8 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def start_worker(arms: list[Arm], specs_path: Path, out: Path, log_path: Path, overlay: Path | None) -> WorkerProcess:
+def start_worker(arms: list[Arm], specs_path: Path, out: Path, log_path: Path, overlay: Path | None,
+                 seed: int = 0) -> WorkerProcess:
     """A worker process of the job: both arms (measure/ab_worker.py serve_one_process), or one (`overlay`)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -117,15 +121,15 @@ def start_worker(arms: list[Arm], specs_path: Path, out: Path, log_path: Path, o
         del env[name]
     if overlay is not None:  # one arm: its model/ first on sys.path
         env["PYTHONPATH"] = os.pathsep.join([str(overlay), *filter(None, [env.get("PYTHONPATH")])])
-    # one inductor cache for every ab job of this user: entries are keyed by the graph, so both arms and every
-    # commit share it safely, and a new job starts warm
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
+    # one inductor cache for every ab job of this user and host kind: entries are keyed by the graph, so both arms
+    # and every commit share it safely, and a new job starts warm
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(shared_compile_cache()))
     env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
 
     def command(reply_fd: int) -> list[str]:
         return [sys.executable, "-m", "perfbench.measure.ab_worker", "--reply-fd", str(reply_fd),
                 f"--specs={specs_path.absolute()}", f"--out={out.absolute()}",
-                *(f"--arm={arm.name}={arm.checkout}" for arm in arms)]
+                *(f"--arm={arm.name}={arm.checkout}" for arm in arms), f"--seed={int(seed)}"]
 
     return WorkerProcess(command, env, log_path, cwd=overlay)
 
@@ -158,38 +162,57 @@ def clusters(pairs: list[ABPair], run_id: str, metric: str) -> dict[int, tuple[l
     return out
 
 
-def verdicts(pairs: list[ABPair], run_ids: list[str], settings: ABSettings, level: float,
-             cluster_s: float | None = None) -> dict[str, dict[str, ABVerdict]]:
-    """run_id -> metric -> head / base judged at `level`, with Holm's regressions across every (run, metric)
-    and, for an undecided one, the clusters (and seconds, at `cluster_s` each) it would still need."""
-    found: list[tuple[str, str, paired.PairedRatio]] = []
+def epoch_estimates(pairs: list[ABPair], run_ids: list[str]
+                    ) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], int]]:
+    """(run, metric) -> each cluster's log-ratio estimate head / base, and the pairs behind them."""
+    estimates: dict[tuple[str, str], list[float]] = {}
+    counts: dict[tuple[str, str], int] = {}
     for rid in run_ids:
         for metric in METRICS:
-            ratio = paired.paired_ratio(clusters(pairs, rid, metric), settings.band, settings.margin, level)
-            if ratio is not None:
-                found.append((rid, metric, ratio))
-    flags = paired.regressions([r for _, _, r in found])
+            logs = [x for x in (paired.log_ratios(b, h) for b, h in clusters(pairs, rid, metric).values()) if x.size]
+            if logs:
+                estimates[(rid, metric)] = [paired.cluster_estimate(x) for x in logs]
+                counts[(rid, metric)] = sum(x.size for x in logs)
+    return estimates, counts
+
+
+def rule_of(settings: ABSettings) -> DecisionRule:
+    return DecisionRule(settings.band, settings.margin, settings.looks)
+
+
+def ab_verdicts(judgement: Judgement[tuple[str, str]], cluster_s: float | None = None
+                ) -> dict[str, dict[str, ABVerdict]]:
+    """run_id -> metric -> the judgement's ratio as a record, with, for an undecided one, the clusters (and
+    seconds, at `cluster_s` each) it would still need."""
     out: dict[str, dict[str, ABVerdict]] = {}
-    for (rid, metric, r), regression in zip(found, flags):
+    for (rid, metric), r in judgement.ratios.items():
         more = None
         if r.clusters_needed is not None and cluster_s is not None:
             more = round(max(r.clusters_needed - r.clusters, 0) * cluster_s, 1)
         out.setdefault(rid, {})[metric] = ABVerdict(
             ratio=r.value, ci_low=r.low, ci_high=r.high, pairs=r.pairs, clusters=r.clusters, band=r.band,
             margin=r.margin, level=r.level, method=r.method, verdict=r.verdict, p_slower=r.p_slower,
-            regression=regression, clusters_needed=r.clusters_needed, seconds_needed=more)
+            regression=judgement.regressions[(rid, metric)], clusters_needed=r.clusters_needed,
+            seconds_needed=more)
     return out
 
 
+def verdicts(pairs: list[ABPair], run_ids: list[str], settings: ABSettings, final: bool = True,
+             cluster_s: float | None = None) -> dict[str, dict[str, ABVerdict]]:
+    """run_id -> metric -> head / base judged as the job's look would (perfbench/analysis/sequential.py)."""
+    estimates, counts = epoch_estimates(pairs, run_ids)
+    return ab_verdicts(judge(estimates, counts, rule_of(settings), len(run_ids) * len(METRICS), final), cluster_s)
+
+
 def decided(found: dict[str, dict[str, ABVerdict]]) -> bool:
-    return bool(found) and all(v.verdict != paired.INCONCLUSIVE for per in found.values() for v in per.values())
+    return bool(found) and all(v.verdict != INCONCLUSIVE for per in found.values() for v in per.values())
 
 
 def exit_code(found: dict[str, dict[str, ABVerdict]]) -> int:
     values = [v for per in found.values() for v in per.values()]
     if any(v.regression for v in values):
         return EXIT_FAIL
-    return EXIT_INCONCLUSIVE if (not values or any(v.verdict == paired.INCONCLUSIVE for v in values)) else EXIT_PASS
+    return EXIT_INCONCLUSIVE if (not values or any(v.verdict == INCONCLUSIVE for v in values)) else EXIT_PASS
 
 
 def _ab_specs(specs: list[RunSpec]) -> list[RunSpec]:
@@ -217,6 +240,8 @@ class ABJob:
     failed: ArmFailed | None = None
     cluster_s: list[float] = field(default_factory=list)
     startup_s: float | None = None
+    compile_s: float | None = None  # of the start-up, the seconds the builds spent compiling
+    epoch_seeds: list[int] = field(default_factory=list)  # each cluster's order seed: a replay draws the same
     found: dict[str, dict[str, ABVerdict]] = field(default_factory=dict)
 
     @property
@@ -253,28 +278,41 @@ class ABJob:
         """Seconds of the --max-time budget used: since the start (or, budget_after_startup, the start-up's end)."""
         return time.monotonic() - self.budget_start
 
-    def _look(self, plan: paired.LookPlan, final: bool) -> bool:
-        """Judge the pairs so far; True when the job may stop (every metric decided, or the last look)."""
-        # every word of the job holds jointly: each (run, metric) at the family level, interim looks at 99.9%
-        level = paired.look_level(final, paired.family_level(len(self.run_ids) * len(METRICS)))
+    def _look(self, judgement: Judgement[tuple[str, str]] | None) -> bool:
+        """Record a look's judgement (None: not a look); True when the job may stop (every test decided, or the
+        last look)."""
+        if judgement is None:
+            return False
         mean_s = sum(self.cluster_s) / len(self.cluster_s) if self.cluster_s else None
-        self.found = verdicts(self.pairs, self.run_ids, self.settings, level, mean_s)
-        plan.done += 1
+        self.found = ab_verdicts(judgement, mean_s)
         per_run = [sum(p.run_id == rid for p in self.pairs) for rid in self.run_ids]
         clusters_now = len({p.cluster for p in self.pairs})
-        self.trail.append(ABLook(look=plan.done, final=final, elapsed_s=round(self._elapsed(), 1),
-                                 pairs=min(per_run), clusters=clusters_now, level=level,
+        self.trail.append(ABLook(look=len(self.trail) + 1, final=judgement.final,
+                                 elapsed_s=round(self._elapsed(), 1), pairs=min(per_run), clusters=clusters_now,
+                                 level=judgement.level,
                                  verdicts={rid: {m: v.verdict for m, v in per.items()}
                                            for rid, per in self.found.items()}))
-        _say(f"ab: look {plan.done}{' (last)' if final else ''} at {self._elapsed():.0f} s, {clusters_now} "
-             f"clusters, {min(per_run)} pairs per run, {level:.1%} intervals: "
+        _say(f"ab: look {len(self.trail)}{' (last)' if judgement.final else ''} at {self._elapsed():.0f} s, "
+             f"{clusters_now} clusters, {min(per_run)} pairs per run, {judgement.level:.1%} intervals: "
              + "; ".join(f"{rid} {m} {v.ratio:.3f}x {v.verdict}" for rid, per in self.found.items()
                          for m, v in per.items()))
-        return final or decided(self.found)
+        return judgement.stops
+
+    def _after_cluster(self, job: SequentialJob[tuple[str, str]], elapsed_s: float) -> bool:
+        estimates, counts = epoch_estimates(self.pairs, self.run_ids)
+        return self._look(job.after_epoch(elapsed_s, max(self.cluster_s[-3:]), estimates, counts))
+
+    def _last_look(self, job: SequentialJob[tuple[str, str]]) -> None:
+        estimates, counts = epoch_estimates(self.pairs, self.run_ids)
+        self._look(job.last_look(estimates, counts))
+
+    def _sequential(self) -> SequentialJob[tuple[str, str]]:
+        return SequentialJob(rule_of(self.settings), self.settings.max_time_s, len(self.run_ids) * len(METRICS))
 
     def _one_process(self, specs_path: Path) -> None:
         worker = start_worker([self.arms.base, self.arms.head], specs_path, self.out,
-                              self.out / "logs" / "worker.log", None)
+                              self.out / "logs" / "worker.log", None, seed=self.settings.seed)
+        job = self._sequential()
         try:
             ready = answer_of(worker, self.deadline)
             if "fallback" in ready:
@@ -284,38 +322,40 @@ class ABJob:
                 return
             self.plans, self.models = ready["ready"], ready["model"]
             self.startup_s = self._elapsed()
+            self.compile_s = ready.get("compile_s")
+            _say(f"ab: start-up {self.startup_s:.0f} s" + (
+                f", of which compiling {self.compile_s:.0f} s" if self.compile_s is not None else ""))
             if self.settings.budget_after_startup:
                 self.budget_start = time.monotonic()
                 self.deadline = self.budget_start + self.settings.max_time_s
-            plan = paired.LookPlan(self.settings.max_time_s, self.settings.looks)
             rng = random.Random(self.settings.seed)
             epoch = 0
             while True:
                 began = time.monotonic()
-                worker.send({"epoch": {"index": epoch, "pairs": self.settings.pairs_per_epoch,
-                                       "seed": rng.randrange(2**31)}})
+                seed = rng.randrange(2**31)
+                worker.send({"epoch": {"index": epoch, "pairs": self.settings.pairs_per_epoch, "seed": seed}})
                 while "epoch_done" not in (answer := answer_of(worker, self.deadline)):
                     self.pairs.append(ABPair(cluster=epoch, **answer["pair"]))
                 if answer["epoch_done"]["recompiles"]:
                     _say(f"ab: epoch {epoch} compiled {answer['epoch_done']['recompiles']} graph(s) while timed")
+                self.epoch_seeds.append(seed)
                 self.cluster_s.append(time.monotonic() - began)
                 if epoch == 0:
                     _say(f"ab: one process; first epoch done at {self._elapsed():.0f} s ({self.cluster_s[0]:.1f} s, "
                          f"{self.settings.pairs_per_epoch} pairs per run); looks after each "
                          f"{self.settings.max_time_s / self.settings.looks:.0f} s")
                 epoch += 1
-                look, final = plan.due(self._budget_elapsed(), max(self.cluster_s[-3:]))
-                if look and self._look(plan, final):
+                if self._after_cluster(job, self._budget_elapsed()):
                     self.stopped = "decided" if decided(self.found) else f"time cap ({self.settings.max_time_s:g} s)"
                     return
         except TimeoutError as err:
             self.stopped = f"time cap ({self.settings.max_time_s:g} s): {err}"
-            self._look(paired.LookPlan(self.settings.max_time_s, 1), final=True)
+            self._last_look(job)
         finally:
             worker.close(grace_s=10)
 
     def _two_processes(self, specs_path: Path) -> None:
-        plan = paired.LookPlan(self.settings.max_time_s, self.settings.looks)
+        job = self._sequential()
         rng = random.Random(self.settings.seed)
         generation = 0
         while True:
@@ -333,26 +373,31 @@ class ABJob:
                     for worker in workers.values():
                         worker.send({"iterate": rid})
                         answer_of(worker, self.deadline)
+                # the engine's order (perfbench/measure/epoch_engine.py), each run a group of its two arms
+                seed = rng.randrange(2**31)
+                order = random.Random(seed)
                 for index in range(self.settings.pairs_per_process):
-                    for rid in rng.sample(self.run_ids, len(self.run_ids)):
-                        base_first = rng.random() < 0.5
-                        timed = {}
-                        for name in (("base", "head") if base_first else ("head", "base")):
-                            workers[name].send({"iterate": rid})
-                            timed[name] = answer_of(workers[name], self.deadline)
-                        self.pairs.append(ABPair(run_id=rid, cluster=generation, index=index, base_first=base_first,
-                                                 base=timed["base"], head=timed["head"]))
+                    timed: dict[str, dict[str, Any]] = {}
+                    for _, (rid, name) in round_order(order, [[(rid, "base"), (rid, "head")]
+                                                              for rid in self.run_ids]):
+                        workers[name].send({"iterate": rid})
+                        timed[name] = answer_of(workers[name], self.deadline)
+                        if len(timed) == 2:
+                            self.pairs.append(ABPair(run_id=rid, cluster=generation, index=index,
+                                                     base_first=name == "head", base=timed["base"],
+                                                     head=timed["head"]))
+                            timed = {}
+                self.epoch_seeds.append(seed)
             except TimeoutError as err:
                 self.stopped = f"time cap ({self.settings.max_time_s:g} s): {err}"
-                self._look(paired.LookPlan(self.settings.max_time_s, 1), final=True)
+                self._last_look(job)
                 return
             finally:
                 for worker in workers.values():
                     worker.close(grace_s=10)
             self.cluster_s.append(time.monotonic() - began)
             generation += 1
-            look, final = plan.due(self._elapsed(), max(self.cluster_s[-3:]))
-            if look and self._look(plan, final):
+            if self._after_cluster(job, self._elapsed()):
                 self.stopped = "decided" if decided(self.found) else f"time cap ({self.settings.max_time_s:g} s)"
                 return
 
@@ -404,7 +449,8 @@ def ab_record(job: ABJob, scenario: str, status: str) -> ABRecord:
         head=ABArm(ref=job.arms.head.ref, sha=job.arms.head.sha, model=job.models.get("head"),
                    dirty=job.arms.head.dirty),
         mode=job.mode, mode_reason=job.mode_reason, settings=dataclasses.asdict(job.settings), status=status,
-        stopped=job.stopped, startup_s=job.startup_s, cluster_seconds=[round(s, 2) for s in job.cluster_s],
+        stopped=job.stopped, startup_s=job.startup_s, compile_s=job.compile_s, epoch_seeds=job.epoch_seeds,
+        cluster_seconds=[round(s, 2) for s in job.cluster_s],
         exit_code=EXIT_INPUT if status == "error" else exit_code(job.found),
         verdicts=job.found, trail=job.trail, pairs=job.pairs)
 
@@ -415,7 +461,7 @@ def verdict_lines(record: ABRecord) -> list[str]:
         for metric, v in per.items():
             unit = "epochs" if record.mode == ONE_PROCESS else "worker generations"
             needs = ""
-            if v.verdict == paired.INCONCLUSIVE and v.clusters_needed is not None:
+            if v.verdict == INCONCLUSIVE and v.clusters_needed is not None:
                 needs = f"; needs about {v.clusters_needed} {unit}"
                 needs += f" (~{v.seconds_needed:.0f} s more)" if v.seconds_needed is not None else ""
             lines.append(f"{rid} {metric}: head/base {v.ratio:.3f}x [{v.ci_low:.3f}, {v.ci_high:.3f}] "
@@ -434,11 +480,29 @@ def _save(job: ABJob, scenario: dict[str, Any], out: Path, status: str) -> ABRec
     return record
 
 
+@dataclass(frozen=True)
+class ABOutcome:
+    """What an ab job hands its caller in memory: the record it saved, its folder and its exit code."""
+
+    record: ABRecord
+    folder: Path
+    exit_code: int
+
+
 def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[str], out_dir: str | None,
            settings: ABSettings, report: ReportHook | None = None) -> int:
+    """`ab_job`'s exit code (the commands that only need it)."""
+    return ab_job(base, head, scenario, overrides, out_dir, settings, report).exit_code
+
+
+def ab_job(base: str, head: str | None, scenario: str | None, overrides: list[str], out_dir: str | None,
+           settings: ABSettings, report: ReportHook | None = None, say_noise: bool = True,
+           cap_from_noise: bool = False) -> ABOutcome:
+    """Run one ab job; `cap_from_noise`: take the cap this host's noise file recommends (perfbench calibrate)."""
     from model.backend import detect_capabilities
     from perfbench.config.scenario import load_scenario
     from perfbench.config.sweep import plan_sweep
+    from perfbench.run.detectable import detect_line
     from perfbench.run.runner import default_out
 
     sc = load_scenario(scenario or "ci_smoke", overrides)
@@ -448,6 +512,12 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
         caps = detect_capabilities(sc.perfbench.device)
     except RuntimeError as err:
         raise UserError(f"{sc.name}: perfbench.device: {err}") from None
+    if say_noise:
+        line, cap = detect_line(sc.name)
+        if cap_from_noise and cap is not None:
+            settings = dataclasses.replace(settings, max_time_s=cap)
+            line += f"; cap {cap:g} s (decides 90% of A/A jobs here)"
+        _say(f"ab: {line}")
     sweep = plan_sweep(sc, caps, executor="ab")
     specs = _ab_specs(sweep.specs())
     out = Path(out_dir) if out_dir else default_out(f"ab-{sc.name}")
@@ -464,9 +534,9 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
                 job.run()
         except KeyboardInterrupt as err:  # SIGINT, or SIGTERM (perfbench/lifecycle.py)
             job.stopped = f"stopped early: {interrupt_line(err, 'interrupted')}"
-            _save(job, sc.as_dict(), out, "interrupted")
+            record = _save(job, sc.as_dict(), out, "interrupted")
             _say(f"{interrupt_line(err, 'perfbench ab')}; {len(job.pairs)} pairs saved in {out}")
-            return exit_code_of(err)
+            return ABOutcome(record, out, exit_code_of(err))
         except ArmFailed as err:
             job.failed, job.stopped = err, f"stopped early: {err}"
             _save(job, sc.as_dict(), out, "error")
@@ -476,10 +546,13 @@ def run_ab(base: str, head: str | None, scenario: str | None, overrides: list[st
         record = _save(job, sc.as_dict(), out, "ok")
     if report is not None:
         report(out, None)  # the report reads the job's folder: its verdicts are in ab.json
+    print(words_line(settings.band, settings.margin))
     for line in verdict_lines(record):
         print(line)
     word = {EXIT_PASS: "no regression", EXIT_FAIL: "REGRESSION", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}
     emulated = f" [{record.emulation}: CPU timings]" if record.emulation else ""
-    print(f"ab: {word[record.exit_code]}{emulated} ({record.mode}; {job.stopped}; {len(job.pairs)} pairs); "
+    compiled = f", of which compiling {job.compile_s:.0f} s" if job.compile_s is not None else ""
+    startup = f"start-up {job.startup_s:.0f} s{compiled}; " if job.startup_s is not None else ""
+    print(f"ab: {word[record.exit_code]}{emulated} ({record.mode}; {startup}{job.stopped}; {len(job.pairs)} pairs); "
           f"results in {out}")
-    return record.exit_code
+    return ABOutcome(record, out, record.exit_code)

@@ -11,13 +11,14 @@ import textwrap
 
 from tabulate import tabulate
 
-from perfbench.analysis import paired, stats
+from perfbench.analysis import stats
 from perfbench.analysis.folder_analysis import FolderAnalysis
 from perfbench.analysis.plan_warnings import host_notes
-from perfbench.analysis.speedup import FASTER, INCONCLUSIVE, SAME, SLOWER, UNSTABLE, Speedup, plan_label
+from perfbench.analysis.speedup import Speedup, plan_label
 from perfbench.analysis.stats import CI_LEVEL
 from perfbench.config.labels import TOGGLE_ABBREV, legend
 from perfbench.results import STATUSES, RunResult
+from perfbench.results.verdicts import VERDICTS, words_line
 
 # The tables and notes fit WIDTH whatever the values (tests/perfbench/run/test_summary_table.py): every number takes
 # at most NUMBER_WIDTH characters (`short_number`), a speed-up cell at most GAIN_WIDTH, and the plan labels, the one
@@ -25,7 +26,7 @@ from perfbench.results import STATUSES, RunResult
 WIDTH = 120
 NUMBER_WIDTH = 5
 COLUMN_GAP = 2  # tabulate's "plain" format
-GAIN_WIDTH = len("x [,] ") + 3 * NUMBER_WIDTH + max(map(len, (FASTER, SLOWER, SAME, UNSTABLE, INCONCLUSIVE)))
+GAIN_WIDTH = len("x [,] ") + 3 * NUMBER_WIDTH + max(map(len, VERDICTS))
 MEDIAN_WIDTH = max(NUMBER_WIDTH, *map(len, STATUSES))  # a failed plan shows its status there
 PLAN_WIDTH = WIDTH - 2 * (MEDIAN_WIDTH + GAIN_WIDTH) - 4 * COLUMN_GAP
 ADDED_WIDTH = WIDTH - 2 * GAIN_WIDTH - 2 * COLUMN_GAP
@@ -94,11 +95,9 @@ def _basis_line(gains: dict[str, dict[str, Speedup | None]]) -> str:
         clusters = max(g.clusters for g in values)
         return (f"TTFT, TPOT: medians in ms; speed-up: baseline / plan from within-block pairs (up to {pairs} pairs "
                 f"in {clusters} epoch{'s' * (clusters != 1)}), {CI_LEVEL:.0%} t CI over epochs, > 1 is faster; "
-                f"no change: the whole CI within +-{paired.DEFAULT_BAND:.0%}; faster/slower: beyond "
-                f"+-{paired.DEFAULT_MARGIN:.0%}")
+                + words_line())
     return (f"TTFT, TPOT: medians in ms; speed-up: baseline / plan, {CI_LEVEL:.0%} CI, > 1 is faster; runs timed "
-            "separately, paired by round "
-            "where there are several")
+            "separately, paired by round where there are several (one round decides nothing); " + words_line())
 
 
 def summary_table(analysis: FolderAnalysis) -> str:

@@ -33,6 +33,7 @@ from perfbench.git_refs import END_OF_OPTIONS, checked_sha, git_command, resolve
 from perfbench.lifecycle import Interrupted
 from perfbench.results import atomic_write_json
 from perfbench.results.ab_record import ABRecord, read_ab_record
+from perfbench.results.verdicts import INCONCLUSIVE, SLOWER
 
 STATE_FILE = "bisect.json"
 EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -219,9 +220,9 @@ def verdict_code(record: ABRecord, metric: str) -> tuple[int, float | None, floa
     if not found:
         return EXIT_INCONCLUSIVE, None, None, None
     worst = max(found, key=lambda v: v.ratio)
-    if any(v.verdict == "slower" for v in found):
+    if any(v.verdict == SLOWER for v in found):
         return EXIT_FAIL, worst.ratio, worst.ci_low, worst.ci_high
-    code = EXIT_INCONCLUSIVE if any(v.verdict == "inconclusive" for v in found) else EXIT_PASS
+    code = EXIT_INCONCLUSIVE if any(v.verdict == INCONCLUSIVE for v in found) else EXIT_PASS
     return code, worst.ratio, worst.ci_low, worst.ci_high
 
 
