@@ -28,12 +28,12 @@ KEYED_SOURCES = ("model", "perfbench")
 # `--dist loadgroup --no-loadscope-reorder` the workers take the groups (one per file, below) in collection order,
 # so these go first and the short files fill in at the end, where they even out the two workers' finish.
 HEAVY_FILES = (
+    "tests/test_ci_smoke.py",  # with the CPU-hog test after it, one group (below): the longest unit of work
+    "tests/perfbench/analysis/test_stability.py",
     "tests/perfbench/test_credentials_and_paths.py",
     "tests/perfbench/run/test_cluster.py",
-    "tests/test_ci_smoke.py",
     "tests/perfbench/run/test_ray_executor.py",
     "tests/perfbench/run/test_reused_worker.py",
-    "tests/perfbench/analysis/test_stability.py",
     "tests/perfbench/test_signals.py",
     "tests/emulation/test_npu_scenarios.py",
     "tests/emulation/test_verify_emulated.py",
@@ -45,7 +45,6 @@ HEAVY_FILES = (
     "tests/emulation/test_npu_parallel.py",
     "tests/emulation/test_verify_faults.py",
     "tests/perfbench/history/test_history_ci_recipe.py",
-    "tests/perfbench/history/test_history_reads.py",
     "tests/model/test_parallel.py",
     "tests/perfbench/run/test_worker_process.py",
 )
