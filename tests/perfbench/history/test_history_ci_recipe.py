@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -19,6 +20,9 @@ from perfbench.cli import main
 from perfbench.history.series import Filters, load_series
 from perfbench.history.store import open_store
 from tests.perfbench.history.conftest import make_repo
+
+# slow: every test clones repositories (depth-1 pipelines, a full clone) and ingests each through the CLI
+pytestmark = pytest.mark.slow
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "ci.md"
 # the step lands between the third and the fourth commit; separately timed synthetic sweeps have speed-up CIs of

@@ -2,7 +2,7 @@
 jobs on real refs of this repository that assert only what a correct implementation cannot miss.
 
 The end-to-end timing tests and their false-failure rates (each below 1 in 1000, worked out in the docstrings)
-rest on the variance components of a pair's log ratio that docs/measurements.md records for this kind of VM:
+rest on the variance components of a pair's log ratio that docs/measurements_log.md records for this kind of VM:
 between epochs tau <= 0.1, within an epoch s <= 0.2 (per iteration, TTFT and TPOT).
 """
 
