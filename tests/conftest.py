@@ -128,3 +128,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: position[file_of(item)])  # stable: a file's tests keep their order
     for item in items:
         item.add_marker(pytest.mark.xdist_group(file_group(file_of(item))))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_user_noise_files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Noise files (perfbench calibrate) from a session-local folder, never the user's: a noise file recorded on
+    this machine would change the caps and lines of the ab jobs the tests start."""
+    folder = tmp_path_factory.mktemp("noise")
+    before = os.environ.get("PERFBENCH_NOISE_DIR")
+    os.environ["PERFBENCH_NOISE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("PERFBENCH_NOISE_DIR", None)
+    else:
+        os.environ["PERFBENCH_NOISE_DIR"] = before

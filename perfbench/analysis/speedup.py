@@ -13,8 +13,8 @@ more rounds its CI is a Student-t interval on their logarithms (the round is the
 interval has one degree of freedom (t = 12.7) and spans orders of magnitude, so the CI comes from a
 two-stage bootstrap instead: draw the rounds with replacement, then resample each drawn round's iterations
 within the round (baseline and combination of a round stay paired). It spans at least the two rounds' ratios
-when they disagree. With one round it is the ratio of medians with a bootstrap CI over iterations, shown but
-deciding nothing.
+when they disagree. With one round it is the ratio of medians with a bootstrap CI over iterations, which calls
+only a change beyond the run-to-run band (never "same").
 
 The verdict is one of the four words (perfbench/results/verdicts.py), judged on the speed-up's interval with the
 paired rule's band and margin, whatever the basis. An interval that straddles 1 is "inconclusive", never
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-from perfbench.analysis import paired, stats
+from perfbench.analysis import noise_band, paired, stats
 from perfbench.analysis.rounds import by_combination, merge_rounds
 from perfbench.analysis.stability import host_speed_differs
 from perfbench.analysis.stats import CI_LEVEL
@@ -189,9 +189,17 @@ def speedup(base_rounds: list[RunResult], rounds: list[RunResult], key: str) -> 
     if len(xs) < 2 or len(ys) < 2:
         return None
     value, low, high = stats.ratio_ci(ys, xs, level=CI_LEVEL, n_boot=stats.N_BOOT)  # median(xs) / median(ys)
-    # iterations of one process per side: the interval cannot see the spread between processes
-    return Speedup(value, low, high, "iterations", INCONCLUSIVE, len(ys),
-                   reason=unstable or "one round per side: the spread between processes is unknown")
+    if unstable:
+        return Speedup(value, low, high, "iterations", INCONCLUSIVE, len(ys), reason=unstable)
+    # iterations of one process per side: the interval cannot see the spread between processes, so it calls only a
+    # change beyond the run-to-run band (perfbench/analysis/noise_band.py) as the margin, and never "same"
+    run_to_run = noise_band.DEFAULT_BANDS.get(SUMMARY_KEY.get(key, key), DEFAULT_BAND)
+    word = decide_speedup(low, high, run_to_run + DEFAULT_BAND, run_to_run)
+    if word == SAME:
+        word = INCONCLUSIVE
+    reason = "" if word != INCONCLUSIVE else (f"one round per side: only a change beyond the run-to-run band "
+                                              f"(+-{run_to_run:.0%}) can be called")
+    return Speedup(value, low, high, "iterations", word, len(ys), reason=reason)
 
 
 def _unstable(base_rounds: list[RunResult], rounds: list[RunResult]) -> str:

@@ -13,6 +13,7 @@ Where a noise file for this host kind and scenario lives: the per-user cache (`n
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Final, Literal
 
@@ -87,10 +88,15 @@ class NoiseRecord(_Part):
         return [e.estimates[test] for e in self.epochs if test in e.estimates]
 
 
+NOISE_DIR_ENV = "PERFBENCH_NOISE_DIR"  # where noise files live instead of <per-user cache>/noise (tests set it)
+
+
 def noise_path(cache: Path, host: HostKind, scenario: str) -> Path:
-    """Where the noise file of `scenario` on this host kind lives in the per-user cache `cache`."""
+    """Where the noise file of `scenario` on this host kind lives: under $PERFBENCH_NOISE_DIR, else the per-user
+    cache `cache`'s noise/ folder."""
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in scenario) or "scenario"
-    return cache / "noise" / host.key() / f"{safe}.json"
+    root = Path(os.environ[NOISE_DIR_ENV]) if os.environ.get(NOISE_DIR_ENV) else cache / "noise"
+    return root / host.key() / f"{safe}.json"
 
 
 def read_noise(path: Path) -> NoiseRecord:

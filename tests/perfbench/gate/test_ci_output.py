@@ -3,7 +3,6 @@ when something regressed."""
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -71,15 +70,16 @@ def test_gate_without_the_variable_writes_no_summary(tmp_path, monkeypatch):
     assert result.exit_code == 1 and "step summary" not in result.output
 
 
-def test_ab_writes_its_ci_outputs_from_the_ab_json_it_left(tmp_path, monkeypatch):
+def test_ab_writes_its_ci_outputs_from_the_record_it_returned(tmp_path, monkeypatch):
     out = tmp_path / "ab"
 
-    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):
-        Path(out_dir).mkdir(parents=True)
-        (Path(out_dir) / "ab.json").write_text(json.dumps(AB_RECORD))
-        return 1
+    def fake_ab_job(base, head, scenario, overrides, out_dir, settings, report=None, cap_from_noise=False):
+        from perfbench.results.ab_record import ABRecord
+        from perfbench.run.ab import ABOutcome
 
-    monkeypatch.setattr("perfbench.run.ab.run_ab", fake_run_ab)
+        return ABOutcome(ABRecord.model_validate(AB_RECORD), Path(out_dir), 1)
+
+    monkeypatch.setattr("perfbench.run.ab.ab_job", fake_ab_job)
     summary, junit, comment = tmp_path / "summary.md", tmp_path / "junit.xml", tmp_path / "comment.md"
     result = CliRunner().invoke(main, ["ab", "main", "--out", str(out), "--junit", str(junit), "--comment",
                                        str(comment)], env={"GITHUB_STEP_SUMMARY": str(summary)})

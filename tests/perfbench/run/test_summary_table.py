@@ -31,7 +31,7 @@ def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_abo
     base = next(line for line in lines if line.startswith("all off"))
     gdr = next(line for line in lines if line.startswith("gdr "))
     assert "(baseline)" in base and "100.0" in base
-    assert "2.00x" in gdr and "unstable" in gdr
+    assert "2.00x" in gdr and "inconclusive" in gdr
     assert "legend: gdr chunk_gdr" in text
     assert "WARNING: 1 of 2 plans need a second look:" in text
     assert "gdr: timed separately, unstable: other processes kept 1.50 cores" in " ".join(text.split())
@@ -46,7 +46,7 @@ def test_a_plan_timed_separately_at_another_host_speed_is_warned_about():
     assert "WARNING: 1 of 2 plans need a second look:" in text
     assert ("the host ran at another speed: its probe took 0.42 ms for this plan vs 0.32 ms for the baseline"
             in " ".join(text.split()))
-    assert "unstable" in next(line for line in text.splitlines() if line.startswith("gdr "))
+    assert "inconclusive" in next(line for line in text.splitlines() if line.startswith("gdr "))
 
 
 def _blocked(run_id: str, on: tuple[str, ...], ttft: list[float], tpot: list[float]) -> RunResult:
@@ -75,9 +75,9 @@ def test_block_timed_plans_get_paired_verdicts_and_the_default_table_fits_120_co
     text = summary_table(analyse([base, gdr, *singles, best, graph]))
     assert max(len(line) for line in text.splitlines()) <= 120, text
     row = next(line for line in text.splitlines() if line.startswith("gdr "))
-    assert "2.50x" in row and "faster" in row and "1.00x" in row and "no change" in row
+    assert "2.50x" in row and "faster" in row and "1.00x" in row and "same" in row
     marginal = next(line for line in text.splitlines() if line.startswith("+graph on"))
-    assert "1.00x" in marginal and "no change" in marginal and "2.00x" in marginal and "faster" in marginal
+    assert "1.00x" in marginal and "same" in marginal and "2.00x" in marginal and "faster" in marginal
     assert "WARNING" not in text  # per-run spread is information only: the pairs decided
     assert "within-block pairs (up to 10 pairs in 2 epochs)" in " ".join(text.split())
 
