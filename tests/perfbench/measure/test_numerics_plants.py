@@ -29,6 +29,7 @@ from perfbench.measure.run_steps import (
 )
 from perfbench.results import RunResult, RunSpec
 from tests.planted_faults import planted
+from tests.records_kit import run_result
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,7 @@ def checked(reference: Reference, toggles: dict[str, bool], tmp_path: Path) -> R
     workload = make_workload(s, model.config.vocab_size)
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
-    result = RunResult(run_id="r", status="ok", spec=s)
+    result = run_result("r", spec=s)
     run = PreparedRun(s, tmp_path, caps, model, workload, ids, seq_lens, cache, reference, result,
                       time.perf_counter())
     result.numerics = numerics_against_reference(run)
