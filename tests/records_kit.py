@@ -27,17 +27,18 @@ from perfbench.results.records import (
     TraceRecord,
 )
 
-# a record part, or the dict it is validated from
-Part = Mapping[str, Any]
+# the dict a record part is validated from (a part itself is also taken)
+PartFields = Mapping[str, Any]
 
 
 def run_result(run_id: str = "r1", *, status: Status = "ok", spec: RunSpec | None = None,
                plan: RunPlan | None = None, error: str | None = None, samples: dict[str, list[float]] | None = None,
-               summary: Summary | Part | None = None, numerics: Numerics | Part | None = None,
-               trace: TraceRecord | Part | None = None, env: Environment | Part | None = None,
+               summary: Summary | PartFields | None = None, numerics: Numerics | PartFields | None = None,
+               trace: TraceRecord | PartFields | None = None, env: Environment | PartFields | None = None,
                started_at: str = "", wall_s: float = 0.0, stop_reason: str = "",
-               stability: Stability | Part | None = None, expert_load: ExpertLoad | Part | None = None,
-               blocks: BlockPlacement | Part | None = None, failure: Failure | Part | None = None) -> RunResult:
+               stability: Stability | PartFields | None = None, expert_load: ExpertLoad | PartFields | None = None,
+               blocks: BlockPlacement | PartFields | None = None, failure: Failure | PartFields | None = None
+               ) -> RunResult:
     """A run's result; `spec` defaults to RunSpec(run_id=run_id, scenario="s"), every other part to empty."""
     parts = {"summary": summary, "numerics": numerics, "trace": trace, "env": env, "stability": stability,
              "expert_load": expert_load, "blocks": blocks, "failure": failure}
@@ -51,7 +52,7 @@ def run_result(run_id: str = "r1", *, status: Status = "ok", spec: RunSpec | Non
 def trace_record(*, decode_ops_per_step: float | None = None,
                  op_counts_per_decode_step: dict[str, float] | None = None,
                  plan_mismatches: list[str] | None = None, plan_check: list[PlanCheckLine] | None = None,
-                 mode_check: ModeCheckLine | Part | None = None, mode: str | None = None,
+                 mode_check: ModeCheckLine | PartFields | None = None, mode: str | None = None,
                  **more: Any) -> TraceRecord:
     """A run's trace record with the fields tests set most named; `more`: any other TraceRecord field."""
     fields: dict[str, Any] = {"decode_ops_per_step": decode_ops_per_step, "mode": mode, "mode_check": mode_check,
@@ -71,7 +72,7 @@ def ab_verdict(ratio: float, verdict: Literal["slower", "faster", "same", "incon
                      regression=regression)
 
 
-def ab_pair(run_id: str, cluster: int, index: int, *, base: ABTimed | Part, head: ABTimed | Part,
+def ab_pair(run_id: str, cluster: int, index: int, *, base: ABTimed | PartFields, head: ABTimed | PartFields,
             base_first: bool = True) -> ABPair:
     """One base/head pair of an ab job."""
     return ABPair.model_validate({"run_id": run_id, "cluster": cluster, "index": index, "base_first": base_first,
