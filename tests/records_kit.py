@@ -3,7 +3,7 @@
 
 Each builder takes the record's fields as keywords and leaves out what a test does not name, so the record's own
 defaults hold; a dict where a record part is expected is validated into that part, as RunResult itself does.
-tests/test_records_kit.py fails when a test builds RunResult or ABRecord by hand.
+tests/test_records_kit.py fails when a test builds one of these records by hand.
 """
 
 from __future__ import annotations

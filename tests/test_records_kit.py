@@ -1,5 +1,5 @@
-"""Tests build RunResult and ABRecord through tests/records_kit.py only: a new field then needs one default in one
-place, not forty hand-built records changed."""
+"""Tests build result records (RunResult, TraceRecord, ABRecord, ABVerdict, ABPair) through tests/records_kit.py
+only: a new field then needs one default in one place, not forty hand-built records changed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.records_kit import ab_record, ab_verdict, run_result, trace_record
 TESTS = Path(__file__).resolve().parent
 KIT = TESTS / "records_kit.py"
 # a call of the class itself; RunResult.from_dict(...) and the kit's run_result(...) are not
-HAND_BUILT = re.compile(r"(?<![\w.])(RunResult|ABRecord)\(")
+HAND_BUILT = re.compile(r"(?<![\w.])(RunResult|TraceRecord|ABRecord|ABVerdict|ABPair)\(")
 
 
 def hand_built(text: str) -> list[str]:
@@ -27,7 +27,7 @@ def test_only_the_kit_builds_result_records_by_hand() -> None:
 
 def test_the_check_sees_a_hand_built_record() -> None:
     assert hand_built('    run = RunResult(run_id="r", status="ok", spec=spec)\n')
-    assert hand_built('[ABRecord(mode="one process")]')
+    assert hand_built('[ABRecord(mode="one process")]') and hand_built("trace=TraceRecord(mode='eager')")
     assert not hand_built("RunResult.from_dict(raw)\nrun_result('r1')\n-> RunResult:\nab_record(verdicts={})")
 
 
