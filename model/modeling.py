@@ -18,6 +18,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from model import weights
 from model.backend import Capabilities, detect_capabilities
 from model.cache import Qwen3_5MoeCache
 from model.config import PRESETS, Qwen3_5MoeTextConfig, load_config
@@ -111,8 +112,6 @@ class Qwen3_5MoeForCausalLM(nn.Module):
         with the device's backend when needed), builds the parallel groups (collective: every rank calls
         from_pretrained with the same arguments) and loads or draws only its own shard.
         """
-        from model import weights  # weights imports this module's classes
-
         config = load_config(path_or_preset, num_layers)
         parallel = parallel_config if isinstance(parallel_config, ParallelConfig) else \
             ParallelConfig.from_dict(dict(parallel_config or {}))

@@ -262,6 +262,15 @@ class ProcessGroups:
         return self.layout.rank
 
 
+def hccl_comm_name(group: dist.ProcessGroup) -> str:
+    """The HCCL communicator name the MC2 fused ops take (npu_ops.md 2.9), asked with this rank's rank in the
+    group (the global rank names another rank's communicator in a sub-group).
+
+    Call it outside any traced function: dynamo cannot trace `_get_backend` on a process group."""
+    backend = group._get_backend(torch.device("npu"))
+    return backend.get_hccl_comm_name(dist.get_rank(group))  # type: ignore[attr-defined]  # torch_npu adds it
+
+
 def build_process_groups(layout: ParallelLayout, device: str = "cpu") -> ProcessGroups:
     """Create every group of the layout. Collective: every rank must call it, with the same layout.
 
@@ -293,8 +302,6 @@ def build_process_groups(layout: ParallelLayout, device: str = "cpu") -> Process
                 mine[kind] = group
     dispatch_name = ""
     if device == "npu" and layout.size("moe_ep") > 1 and layout.size("moe_tp") == 1:
-        from model.ops.comm import hccl_comm_name  # ops import layers, which import this module
-
         for ranks in layout.all_groups("moe_ep"):
             group = dist.new_group(list(ranks))  # a fresh communicator, never the shared one
             if layout.rank in ranks:

@@ -19,18 +19,28 @@ import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from model.config import ConfigError
+from model.config import ConfigError, Qwen3_5MoeTextConfig
 from model.layers.linear import Slot
-from model.parallel import held_elsewhere, shard_slots
-
-if TYPE_CHECKING:  # modeling imports this module when it builds a model
-    from model.modeling import Qwen3_5MoeForCausalLM
+from model.parallel import ProcessGroups, held_elsewhere, shard_slots
 
 log = logging.getLogger(__name__)
+
+
+class SlottedModel(Protocol):
+    """What the loaders read of a model (Qwen3_5MoeForCausalLM): its weight slots, config and process groups.
+    A protocol, so that model.modeling can import this module at its top without a cycle."""
+
+    @property
+    def config(self) -> Qwen3_5MoeTextConfig: ...
+
+    @property
+    def groups(self) -> ProcessGroups: ...
+
+    def slots(self) -> dict[str, Slot]: ...
 
 IGNORED_PREFIXES = ("mtp.", "model.visual.", "visual.", "model.vision_tower.")
 _FUSED_EXPERTS = re.compile(r"^(?P<prefix>.*\.mlp\.experts\.)(?P<name>gate_up_proj|down_proj)$")
@@ -104,13 +114,12 @@ def checkpoint_tensors(folder: Path) -> Iterator[tuple[Path, str, torch.Tensor]]
                         yield path, f"{prefix}{e}.up_proj.weight", up
 
 
-def model_slots(model: Qwen3_5MoeForCausalLM) -> dict[str, Slot]:
+def model_slots(model: SlottedModel) -> dict[str, Slot]:
     """The model's weight slots with this rank's shard set (unchanged at world_size 1)."""
-    groups = getattr(model, "groups", None)
     slots = model.slots()
-    if groups is None or groups.layout.world_size == 1:
+    if model.groups.layout.world_size == 1:
         return slots
-    return shard_slots(slots, model.config, groups.layout)
+    return shard_slots(slots, model.config, model.groups.layout)
 
 
 def _copy_into(slot: Slot, tensor: torch.Tensor, path: Path, key: str) -> None:
@@ -123,12 +132,12 @@ def _copy_into(slot: Slot, tensor: torch.Tensor, path: Path, key: str) -> None:
 
 
 @torch.no_grad()
-def load_checkpoint(model: Qwen3_5MoeForCausalLM, folder: Path) -> None:
+def load_checkpoint(model: SlottedModel, folder: Path) -> None:
     """Copy every tensor (this rank's block of it) into its slot; shape mismatches and missing tensors raise
     with file and tensor named."""
     slots = model_slots(model)
     config = model.config
-    layout = model.groups.layout if hasattr(model, "groups") else None
+    layout = model.groups.layout
     tied = bool(getattr(config, "tie_word_embeddings", False))
     filled: set[str] = set()
     unexpected: list[str] = []
@@ -139,7 +148,7 @@ def load_checkpoint(model: Qwen3_5MoeForCausalLM, folder: Path) -> None:
         slot = slots.get(key)
         if slot is None:
             # experts owned by other EP ranks are expected to be absent from this rank's slots
-            if layout is None or not held_elsewhere(key, config, layout):
+            if not held_elsewhere(key, config, layout):
                 unexpected.append(key)
             continue
         _copy_into(slot, tensor, path, key)
@@ -171,7 +180,7 @@ def _init_value(key: str, shape: torch.Size, std: float, gen: torch.Generator) -
 
 
 @torch.no_grad()
-def init_dummy(model: Qwen3_5MoeForCausalLM, seed: int = 0) -> None:
+def init_dummy(model: SlottedModel, seed: int = 0) -> None:
     """Seeded random weights at the model's size (no checkpoint needed).
 
     Each tensor draws from its own generator seeded by (seed, key), so its values do not depend on which other
@@ -187,5 +196,5 @@ def init_dummy(model: Qwen3_5MoeForCausalLM, seed: int = 0) -> None:
         target.copy_((full[slot.source] if slot.source else full).to(target.dtype))
 
 
-__all__ = ["CheckpointError", "ConfigError", "checkpoint_files", "init_dummy", "load_checkpoint",
+__all__ = ["CheckpointError", "ConfigError", "SlottedModel", "checkpoint_files", "init_dummy", "load_checkpoint",
            "model_slots"]

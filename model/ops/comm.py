@@ -32,6 +32,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
+from model.parallel import hccl_comm_name
+
 ExpertsFn = Callable[..., Tensor]  # (x, topk_ids, topk_weights, gate_up, down) -> y, model/ops/moe.py
 
 
@@ -149,15 +151,6 @@ def row_parallel_linear(x: Tensor, weight: Tensor, group: dist.ProcessGroup | No
     """
     y = F.linear(x, weight)
     return y if group is None else all_reduce(y, group)
-
-
-def hccl_comm_name(group: dist.ProcessGroup) -> str:
-    """The HCCL communicator name the MC2 fused ops take (npu_ops.md 2.9), asked with this rank's rank in the
-    group (the global rank names another rank's communicator in a sub-group).
-
-    Call it outside any traced function: dynamo cannot trace `_get_backend` on a process group."""
-    backend = group._get_backend(torch.device("npu"))
-    return backend.get_hccl_comm_name(dist.get_rank(group))  # type: ignore[attr-defined]  # torch_npu adds it
 
 
 def row_parallel_linear_npu(x: Tensor, weight: Tensor, group: dist.ProcessGroup | None) -> Tensor:

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from perfbench.cli import main
 from perfbench.results import REL_ERROR_TOLERANCE, RunResult, RunSpec, load_results, write_results
 from tests.emulation.helpers import perfbench, write_npu_scenario
+from tests.records_kit import run_result
 
 pytestmark = pytest.mark.npu_emulated
 PLATFORMS = ("910b", "910_93", "950")
@@ -34,7 +35,7 @@ def _run(env_label: str | None) -> RunResult:
     spec = RunSpec.from_dict({"run_id": "r", "scenario": "s", "device": "npu", "dtype": "bfloat16", "model": "tiny",
                               "batch_size": 1, "input_len": 8, "output_len": 2, "toggles": {},
                               "parallel": {"world_size": 1}})
-    return RunResult(run_id="r", status="ok", spec=spec, env={"emulation": env_label})
+    return run_result("r", spec=spec, env={"emulation": env_label})
 
 
 @pytest.mark.parametrize("labels", [("emulated npu (910b)", None), (None, "emulated npu (950)"),

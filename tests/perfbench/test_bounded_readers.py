@@ -20,6 +20,7 @@ from perfbench.cli import main
 from perfbench.tools.verify.summary import ItemResult, Summary
 from tests.cli_helpers import one_error_line
 from tests.perfbench.profiling.synthetic import V2, V3, npu_trace_view, write_json, write_kernel_details
+from tests.records_kit import run_result
 
 ROOT = Path(__file__).resolve().parents[2]
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -246,12 +247,11 @@ class TestBoundedReaders:
 
     def test_a_result_folders_trace_table_with_repeated_headers_is_a_problem_not_a_hang(self, tmp_path: Path):
         from perfbench.analysis.trace_tables import read_trace_tables
-        from perfbench.results import RunResult, RunSpec
 
         tables = tmp_path / "runs" / "r1" / "tables"
         tables.mkdir(parents=True)
         (tables / "per_category.csv").write_text(",".join(["category"] * 20_000) + "\n")
-        run = RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s"))
+        run = run_result("r1")
         found = read_trace_tables(tmp_path, [run])
         assert not found.by_run and len(found.problems) == 1
         assert "'category' more than once" in found.problems[0]

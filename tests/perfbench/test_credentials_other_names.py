@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from perfbench.cli import main
 from perfbench.measure.arm_modules import _shown_env
-from perfbench.results import RunResult, RunSpec, load_results, write_results
+from perfbench.results import RunSpec, load_results, write_results
 from perfbench.results.env_allowlist import (
     RECORDED_NAMES,
     TORCH_PASSED,
@@ -28,6 +28,7 @@ from perfbench.results.env_allowlist import (
 from perfbench.results.records import Environment
 from perfbench.run import ab
 from perfbench.run.launcher import child_env
+from tests.records_kit import run_result
 
 SECRET = "Zq81xKc0Lw"  # in every planted value; no written file may hold it
 OFF_LIST = {  # names that are no known knob: never recorded, whatever the value
@@ -81,9 +82,8 @@ def planted_folder(root: Path) -> Path:
     """A result folder whose results.jsonl holds every planted variable, as an older perfbench or a hand edit
     would have left it (written around the models, which would filter it)."""
     folder = root / "planted"
-    runs = [RunResult(run_id=f"r{i}", status="ok", spec=RunSpec(run_id=f"r{i}", scenario="s"),
-                      samples={"tpot_ms": [1.0, 1.1, 1.05], "ttft_ms": [5.0, 5.2, 5.1]},
-                      summary={"tpot_ms_median": 1.05, "ttft_ms_median": 5.1}, env={"torch": "2.13.0"})
+    runs = [run_result(f"r{i}", samples={"tpot_ms": [1.0, 1.1, 1.05], "ttft_ms": [5.0, 5.2, 5.1]},
+                       summary={"tpot_ms_median": 1.05, "ttft_ms_median": 5.1}, env={"torch": "2.13.0"})
             for i in range(2)]
     write_results(folder, runs)
     lines = []

@@ -13,14 +13,15 @@ from click.testing import CliRunner
 
 from perfbench.cli import main
 from perfbench.results import RunPlan, RunResult, RunSpec, load_results, write_results
+from tests.records_kit import run_result
 
 
 def a_record() -> dict[str, Any]:
     spec = RunSpec(run_id="r1", scenario="s", toggles={"chunk_gdr": True})
     plan = RunPlan.from_dict({"chunk_gdr": {"requested": True, "state": "on"}})
-    result = RunResult(run_id="r1", status="ok", spec=spec, plan=plan,
-                       samples={"tpot_ms": [1.0, 1.2, 1.1], "ttft_ms": [10.0, 11.0, 12.0]},
-                       summary={"tpot_ms_median": 1.1, "compile_s": None}, env={"torch": "2.13.0"})
+    result = run_result("r1", spec=spec, plan=plan,
+                        samples={"tpot_ms": [1.0, 1.2, 1.1], "ttft_ms": [10.0, 11.0, 12.0]},
+                        summary={"tpot_ms_median": 1.1, "compile_s": None}, env={"torch": "2.13.0"})
     return result.to_dict()
 
 

@@ -19,6 +19,7 @@ from perfbench.results import (
     load_results,
     write_results,
 )
+from tests.records_kit import run_result
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,8 +30,8 @@ def a_result() -> RunResult:
     plan = RunPlan({"chunk_gdr": ToggleDecision("chunk_gdr", True, "on", "", "chunked"),
                     "mm_all_reduce": ToggleDecision("mm_all_reduce", True, "inactive", "needs attn_tp_size > 1", ""),
                     "graph_mode": ToggleDecision("graph_mode", False, "off", "not requested", "")})
-    return RunResult(run_id="r1", status="ok", spec=spec, plan=plan, samples={"tpot_ms": [1.0, float("inf"), 2.0]},
-                     summary={"tpot_ms_median": 1.5})
+    return run_result("r1", spec=spec, plan=plan, samples={"tpot_ms": [1.0, float("inf"), 2.0]},
+                      summary={"tpot_ms_median": 1.5})
 
 
 def test_record_round_trips_with_its_schema_version(tmp_path):
@@ -55,7 +56,7 @@ def test_views_answer_from_the_typed_spec_and_plan():
     assert result.selector_field("req.mm_all_reduce") is True
     assert result.selector_field("batch_size") == 2
     assert result.finite_samples("tpot_ms") == [1.0, 2.0]
-    no_plan = RunResult(run_id="r2", status="error", spec=result.spec)
+    no_plan = run_result("r2", status="error", spec=result.spec)
     assert no_plan.ran_on() == {"chunk_gdr", "mm_all_reduce"} and result.ran_on() == {"chunk_gdr"}
 
 

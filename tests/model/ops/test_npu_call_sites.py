@@ -11,6 +11,7 @@ import types
 import pytest
 import torch
 
+from model import parallel
 from model.ops import attention, comm, graph, norm
 
 pytestmark = pytest.mark.npu_emulated
@@ -275,7 +276,7 @@ def test_hccl_comm_name_uses_the_group_rank(monkeypatch):
     asked = []
     backend = types.SimpleNamespace(get_hccl_comm_name=lambda rank: asked.append(rank) or f"hcom{rank}")
     group = types.SimpleNamespace(_get_backend=lambda device: backend)
-    monkeypatch.setattr(comm.dist, "get_rank", lambda group=None: 5 if group is None else 1)
-    monkeypatch.setattr(comm.torch, "device", str)  # CPU torch has no "npu" device type
-    assert comm.hccl_comm_name(group) == "hcom1"  # type: ignore[arg-type]
+    monkeypatch.setattr(parallel.dist, "get_rank", lambda group=None: 5 if group is None else 1)
+    monkeypatch.setattr(parallel.torch, "device", str)  # CPU torch has no "npu" device type
+    assert parallel.hccl_comm_name(group) == "hcom1"  # type: ignore[arg-type]
     assert asked == [1]

@@ -37,6 +37,7 @@ from perfbench.profiling.ascend import parse_ascend_dir
 from perfbench.profiling.ascend_kernels import TASK_TYPE_COLUMNS, time_by_task_type
 from perfbench.profiling.idle import COLUMNS as IDLE_COLUMNS
 from perfbench.results import RunPlan, RunResult, RunSpec
+from tests.records_kit import run_result, trace_record
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 # msprof-analyze's advisor test data: 7 AI_CPU Cast tasks (tests/fixtures/SOURCES.md)
@@ -59,7 +60,7 @@ def _plan(on: set[str], inactive: dict[str, str] | None = None) -> RunPlan:
 
 def _run(run_id: str, on: set[str] = frozenset(), **fields) -> RunResult:
     spec = RunSpec(run_id=run_id, scenario="s", toggles={t: t in on for t in TOGGLE_NAMES})
-    return RunResult(run_id=run_id, status="ok", spec=spec, plan=_plan(set(on)), **fields)
+    return run_result(run_id, spec=spec, plan=_plan(set(on)), **fields)
 
 
 # ---- trace tables ---------------------------------------------------------------------------------------
@@ -135,9 +136,9 @@ def _steps_run(spike_ms: float) -> RunResult:
     steps = [10.0] * 12
     steps[4 + 2] = spike_ms
     spec = RunSpec(run_id="r", scenario="s", output_len=5, toggles={t: False for t in TOGGLE_NAMES})
-    return RunResult(run_id="r", status="ok", spec=spec, plan=_plan(set()),
-                     samples={"ttft_ms": [40.0] * 3, "tpot_ms": [10.0, (30.0 + spike_ms) / 4, 10.0],
-                              "tpot_steps_ms": steps})
+    return run_result("r", spec=spec, plan=_plan(set()),
+                      samples={"ttft_ms": [40.0] * 3, "tpot_ms": [10.0, (30.0 + spike_ms) / 4, 10.0],
+                               "tpot_steps_ms": steps})
 
 
 @dataclass(frozen=True)
@@ -179,17 +180,19 @@ CASES = [
          _run("r").replace(plan=_plan(set(), {"graph_mode": "needs grouped_moe on"})),
          _run("r").replace(plan=_plan({"graph_mode"})), "needs grouped_moe on"),
     Case("trace-contradicts-plan", trace_contradicts_plan,
-         _run("r", trace={"plan_mismatches": ["fused_attention on, but no fused attention ops in attention scopes"],
-                          "mode_check": {"mode": "eager", "ok": None, "line": "eager: no replay to look for"}}),
-         _run("r", trace={"plan_mismatches": [], "mode_check": {"mode": "eager", "ok": None, "line": "eager"}}),
+         _run("r", trace=trace_record(
+             plan_mismatches=["fused_attention on, but no fused attention ops in attention scopes"],
+             mode_check={"mode": "eager", "ok": None, "line": "eager: no replay to look for"})),
+         _run("r", trace=trace_record(plan_mismatches=[],
+                                      mode_check={"mode": "eager", "ok": None, "line": "eager"})),
          "no fused attention ops"),
     Case("trace-contradicts-plan", trace_contradicts_plan,
-         _run("r", trace={"plan_mismatches": [], "mode_check": {
+         _run("r", trace=trace_record(plan_mismatches=[], mode_check={
              "mode": "inductor", "ok": False,
              "line": "graph mode (inductor) planned, but 2 of 3 profiled decode steps replayed no captured graph "
-                     "(they ran eagerly)"}}),
-         _run("r", trace={"plan_mismatches": [], "mode_check": {"mode": "inductor", "ok": True,
-                                                                "line": "replayed"}}), "2 of 3"),
+                     "(they ran eagerly)"})),
+         _run("r", trace=trace_record(plan_mismatches=[],
+                                      mode_check={"mode": "inductor", "ok": True, "line": "replayed"})), "2 of 3"),
     Case("toggle-slower", _toggles_slower, _blocks_pair(1.25), _blocks_pair(0.8), "0.80x"),
     # 785.18 µs of AI_CPU among 50408.3 µs of non-HCCL task time (the CSV's sums): 1.6%; longest task 197.54 µs
     Case("aicpu-fallback", aicpu_fallback, _tables(ascend_task_types=_real_task_types(True)),
@@ -236,7 +239,7 @@ def test_a_toggle_added_to_a_plan_and_measured_slower_is_found():
 
 
 def test_folder_findings_order_by_severity_and_fold_past_the_cap():
-    runs = [_run(f"r{i}", trace={"plan_mismatches": [f"grouped_moe on, but no grouped-matmul kernels ({i})"]})
+    runs = [_run(f"r{i}", trace=trace_record(plan_mismatches=[f"grouped_moe on, but no grouped-matmul kernels ({i})"]))
             for i in range(5)]
     runs.append(_run("x").replace(plan=_plan(set(), {"chunk_gdr": "not used on Ascend 950"})))
     tables = {"r0": {"idle": _idle(500.0)}}

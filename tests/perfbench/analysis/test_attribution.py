@@ -23,6 +23,7 @@ from perfbench.analysis.attribution import (
 )
 from perfbench.errors import UserError
 from perfbench.results import RunPlan, RunResult, RunSpec
+from tests.records_kit import run_result
 
 A, B, C = "fused_rope", "fused_attention", "grouped_moe"
 # log speed-ups (log time saved) of each toggle alone
@@ -44,9 +45,9 @@ def make_run(run_id: str, on: set[str], tpot: float | None, *, inactive: set[str
     spec = {"run_id": run_id, "scenario": "synthetic", "device": "cpu", "dtype": "float32", "model": "tiny",
             "batch_size": batch_size, "input_len": 32, "output_len": 8, "parallel": {"world_size": 1},
             "toggles": {t: t in on or t in inactive for t in TOGGLE_NAMES}}
-    return RunResult(run_id=run_id, status=status, spec=RunSpec.from_dict(spec), plan=RunPlan.from_dict(plan),
-                     samples={"tpot_ms": samples or []},
-                     summary={"tpot_ms_median": tpot, "decode_tok_s": decode_tok_s})
+    return run_result(run_id, status=status, spec=RunSpec.from_dict(spec), plan=RunPlan.from_dict(plan),
+                      samples={"tpot_ms": samples or []},
+                      summary={"tpot_ms_median": tpot, "decode_tok_s": decode_tok_s})
 
 
 def planted_tpot(on: set[str], interaction: float = 0.0) -> float:

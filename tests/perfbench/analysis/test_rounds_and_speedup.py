@@ -12,16 +12,17 @@ from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
 from perfbench.analysis.speedup import FASTER, INCONCLUSIVE, host_speed_reasons, speedup
 from perfbench.results import RunPlan, RunResult, RunSpec
+from tests.records_kit import run_result
 
 
 def _result(combo: str, rnd: int, rounds: int, ttft: list[float], tpot: list[float],
             stable: bool | None = True) -> RunResult:
     rid = f"{combo}-r{rnd}" if rounds > 1 else combo
     spec = RunSpec(run_id=rid, scenario="s", round=rnd, rounds=rounds, combination=combo if rounds > 1 else "")
-    return RunResult(run_id=rid, status="ok", spec=spec, samples={"ttft_ms": ttft, "tpot_ms": tpot},
-                     summary={"ttft_ms_median": sorted(ttft)[len(ttft) // 2],
-                              "tpot_ms_median": sorted(tpot)[len(tpot) // 2]},
-                     stability={} if stable is None else {"stable": stable, "reason": "" if stable else "noisy"})
+    return run_result(rid, spec=spec, samples={"ttft_ms": ttft, "tpot_ms": tpot},
+                      summary={"ttft_ms_median": sorted(ttft)[len(ttft) // 2],
+                               "tpot_ms_median": sorted(tpot)[len(tpot) // 2]},
+                      stability={} if stable is None else {"stable": stable, "reason": "" if stable else "noisy"})
 
 
 def test_merged_rounds_pool_samples_and_keep_round_medians():

@@ -16,8 +16,9 @@ import pytest
 from perfbench.analysis import stability
 from perfbench.analysis.stability import host_reasons, metric_stability, outlier_share, run_stability
 from perfbench.measure import host_signals
-from perfbench.results import RunResult, RunSpec, Summary, load_results
+from perfbench.results import Summary, load_results
 from perfbench.run.launcher import PROJECT_DIR
+from tests.records_kit import run_result
 
 QUIET = {"host_other_cores": 0.2, "host_spare_cores": 1.0, "host_steal_cores": 0.0, "host_loadavg_1m": 0.3,
          "host_cpus": 1.0, "host_cpu_mhz_min": 2400.0, "host_cpu_mhz_max": 2450.0,
@@ -59,8 +60,7 @@ def test_recorded_contention_makes_every_metric_unstable():
 
 
 def _with_probe(run_id: str, probe_ms: list[float]):
-    return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="s"),
-                     samples={"ttft_ms": [10.0] * 5, stability.PROBE_SAMPLES: probe_ms})
+    return run_result(run_id, samples={"ttft_ms": [10.0] * 5, stability.PROBE_SAMPLES: probe_ms})
 
 
 def test_host_speed_differs_beyond_the_tolerance_only():

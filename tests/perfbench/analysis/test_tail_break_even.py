@@ -10,6 +10,7 @@ from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.break_even import break_even, break_evens, cold_cost_ms
 from perfbench.analysis.tail import decode_step_summary
 from perfbench.results import RunPlan, RunResult, RunSpec
+from tests.records_kit import run_result
 
 
 def _run(run_id: str, on: set[str], batch_size: int = 1, **summary: float) -> RunResult:
@@ -17,7 +18,7 @@ def _run(run_id: str, on: set[str], batch_size: int = 1, **summary: float) -> Ru
                    toggles={t: t in on for t in TOGGLE_NAMES})
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off", "reason": "",
                                   "impl": ""} for t in TOGGLE_NAMES})
-    return RunResult(run_id=run_id, status="ok", spec=spec, plan=plan, summary=summary)
+    return run_result(run_id, spec=spec, plan=plan, summary=summary)
 
 
 def test_decode_step_percentiles_and_their_cis() -> None:

@@ -15,7 +15,7 @@ from perfbench.config.sweep import plan_sweep
 from perfbench.errors import UserError
 from perfbench.measure.iteration import make_workload
 from perfbench.report.latency import realised_lengths
-from perfbench.results import RunResult
+from tests.records_kit import run_result
 
 CPU = Capabilities(device="cpu", device_name="cpu")
 
@@ -50,7 +50,7 @@ def test_the_sweep_draws_each_batch_and_the_worker_builds_those_prompts(tmp_path
     assert spec.input_len == max(expected.input_lens) and spec.output_len == max(expected.output_lens)
     prompts = make_workload(spec, vocab_size=100).prompts
     assert [len(p) for p in prompts] == expected.input_lens
-    text = realised_lengths(RunResult(run_id="r", status="ok", spec=spec))
+    text = realised_lengths(run_result("r", spec=spec))
     assert text.startswith(f"prompts {','.join(map(str, expected.input_lens))}; {spec.output_len} tokens each")
     # a scenario without a distribution keeps its ids: nothing is added to the spec
     plain = plan_sweep(load_scenario("ci_smoke", ["perfbench.sweep.runs=[{}]"]), CPU)

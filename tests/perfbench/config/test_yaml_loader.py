@@ -15,8 +15,9 @@ from perfbench.config.scenario import load_scenario
 from perfbench.config.schema import MAX_YAML_BYTES, MAX_YAML_DEPTH, parse_yaml, read_yaml
 from perfbench.errors import UserError
 from perfbench.gate.rules import load_rules
-from perfbench.results import RunResult, RunSpec, write_results
+from perfbench.results import RunSpec, write_results
 from tests.cli_helpers import one_error_line
+from tests.records_kit import run_result
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -37,7 +38,7 @@ def timed_invoke(args: list[str]) -> Result:
 
 def result_folder(path: Path) -> Path:
     spec = RunSpec(run_id="r1", scenario="s")
-    write_results(path, [RunResult(run_id="r1", status="ok", spec=spec, samples={"tpot_ms": [1.0, 1.1, 0.9]})])
+    write_results(path, [run_result("r1", spec=spec, samples={"tpot_ms": [1.0, 1.1, 0.9]})])
     return path
 
 

@@ -10,14 +10,14 @@ import click
 from click.testing import CliRunner, Result
 
 from perfbench.cli import main
-from perfbench.results import RunResult, RunSpec, write_results
+from perfbench.results import RunResult, write_results
 from tests.cli_helpers import one_error_line
+from tests.records_kit import run_result
 
 
 def run(run_id: str, status: str = "ok") -> RunResult:
-    return RunResult(run_id=run_id, status=status, spec=RunSpec(run_id=run_id, scenario="s"),
-                     samples={"tpot_ms": [1.0, 1.1]} if status == "ok" else {},
-                     error=None if status == "ok" else "killed by signal 9")
+    return run_result(run_id, status=status, samples={"tpot_ms": [1.0, 1.1]} if status == "ok" else {},
+                      error=None if status == "ok" else "killed by signal 9")
 
 
 def save(*args: str) -> Result:

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.cli import main
-from perfbench.results import RunPlan, RunResult, RunSpec, write_results
+from perfbench.results import RunPlan, RunResult, write_results
+from tests.records_kit import run_result
 
 AB_RECORD = {
     "kind": "perfbench ab", "scenario": "ci_smoke", "emulation": None, "base": {"ref": "main", "sha": "a" * 40},
@@ -23,10 +24,10 @@ AB_RECORD = {
 
 def _run(tpot: float) -> RunResult:
     plan = {t: {"requested": False, "state": "off"} for t in TOGGLE_NAMES}
-    return RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s"),
-                     plan=RunPlan.from_dict(plan), samples={"tpot_ms": [tpot * (1 + 0.001 * i) for i in range(20)]},
-                     env={"torch": "2.13.0"}, numerics={"max_rel_error": 1e-7, "worst_phase": "prefill",
-                                                         "worst_layer": 0, "worst_branch": "moe"})
+    return run_result("r1", plan=RunPlan.from_dict(plan),
+                      samples={"tpot_ms": [tpot * (1 + 0.001 * i) for i in range(20)]}, env={"torch": "2.13.0"},
+                      numerics={"max_rel_error": 1e-7, "worst_phase": "prefill", "worst_layer": 0,
+                                "worst_branch": "moe"})
 
 
 def _folders(tmp_path: Path) -> tuple[Path, Path, Path]:

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from perfbench.cli import main
 from perfbench.errors import UserError
 from perfbench.gate.engine import run_gate
-from perfbench.results.ab_record import ABRecord, ABVerdict
+from perfbench.results.ab_record import ABRecord
+from tests.records_kit import ab_record, ab_verdict
 
 REPO = Path(__file__).resolve().parents[3]
 BASELINE = REPO / "baselines" / "ci_smoke"
@@ -96,11 +97,11 @@ def _recorded(verdict: str, regression: bool, ratio: float):
     def runner(base: str, head: str, scenario: str, out: Path) -> ABRecord:
         calls.append((base, head, scenario, out))
         runs = [json.loads(line)["spec"] for line in (BASELINE / "results.jsonl").read_text().splitlines()]
-        v = ABVerdict(ratio=ratio, ci_low=ratio * 0.97, ci_high=ratio * 1.03, pairs=48, clusters=8, band=0.05,
-                      margin=0.01, level=0.95, method="t", verdict=verdict, p_slower=1e-4 if regression else 0.5,
-                      regression=regression)
+        v = ab_verdict(ratio, verdict, ci_low=ratio * 0.97, ci_high=ratio * 1.03, pairs=48, clusters=8, band=0.05,
+                       margin=0.01, level=0.95, method="t", p_slower=1e-4 if regression else 0.5,
+                       regression=regression)
         ids = {spec["run_id"] for spec in runs}  # ci_smoke's run ids are its combination ids
-        return ABRecord(mode="one process", verdicts={rid: {"ttft_ms": v, "tpot_ms": v} for rid in ids})
+        return ab_record(mode="one process", verdicts={rid: {"ttft_ms": v, "tpot_ms": v} for rid in ids})
 
     return runner, calls
 
@@ -175,10 +176,10 @@ def test_a_speedup_that_fell_is_a_suspect_decided_like_a_timing_one(same_commit:
 
     def runner(b: str, h: str, scenario: str, out: Path) -> ABRecord:
         calls.append((b, h))
-        v = ABVerdict(ratio=1.4, ci_low=1.3, ci_high=1.5, pairs=48, clusters=8, band=0.05, margin=0.01,
-                      level=0.95, method="t", verdict=str(verdict), p_slower=1e-4, regression=verdict == "slower")
-        return ABRecord(mode="one process", verdicts={r.spec.combination_id: {"ttft_ms": v, "tpot_ms": v}
-                                                      for r in cur.runs.values()})
+        v = ab_verdict(1.4, str(verdict), ci_low=1.3, ci_high=1.5, pairs=48, clusters=8, band=0.05, margin=0.01,
+                       level=0.95, method="t", p_slower=1e-4, regression=verdict == "slower")
+        return ab_record(mode="one process", verdicts={r.spec.combination_id: {"ttft_ms": v, "tpot_ms": v}
+                                                       for r in cur.runs.values()})
 
     decided = [c for c in confirm(checks, base, cur, REPO, runner=runner, folder_for_job=lambda _: tmp_path / "job")
                if c.kind == "speedup"]

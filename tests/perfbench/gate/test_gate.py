@@ -21,6 +21,7 @@ from perfbench.gate.checks import ratio_pairs
 from perfbench.gate.engine import ResultFolder, evaluate, load_folder, run_gate, save_baseline
 from perfbench.gate.rules import RatioRule, default_rules, load_rules, parse_rules
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
+from tests.records_kit import run_result, trace_record
 
 REPO = Path(__file__).resolve().parents[3]
 SMOKE_GATE = REPO / "gates" / "ci_smoke_gate.yaml"
@@ -54,14 +55,14 @@ def make_run(run_id: str, *, tpot: list[float] | None = None, ttft: list[float] 
     if ttft is not None:
         samples["ttft_ms"] = ttft
     per_op = op_counts or {"aten::mm": 40.0, "aten::add": 80.0}
-    trace = {} if ops is None else {"decode_ops_per_step": ops, "op_counts_per_decode_step": per_op}
-    return RunResult(run_id=run_id, status=status, spec=RunSpec.from_dict(spec),
-                     plan=RunPlan.from_dict(plan if status == "ok" else {}),
-                     samples=samples, summary=summary or {}, trace=trace,
-                     numerics=numerics if numerics is not None else {
-                         "max_rel_error": 1e-6, "worst_phase": "prefill", "worst_layer": 0, "worst_branch": "moe",
-                         "max_abs_logit_diff": 1e-5, "tokens_match": True},
-                     error="RuntimeError: boom" if status != "ok" else None, env={"torch": "2.13.0"})
+    trace = trace_record() if ops is None else trace_record(decode_ops_per_step=ops, op_counts_per_decode_step=per_op)
+    return run_result(run_id, status=status, spec=RunSpec.from_dict(spec),
+                      plan=RunPlan.from_dict(plan if status == "ok" else {}),
+                      samples=samples, summary=summary or {}, trace=trace,
+                      numerics=numerics if numerics is not None else {
+                          "max_rel_error": 1e-6, "worst_phase": "prefill", "worst_layer": 0, "worst_branch": "moe",
+                          "max_abs_logit_diff": 1e-5, "tokens_match": True},
+                      error="RuntimeError: boom" if status != "ok" else None, env={"torch": "2.13.0"})
 
 
 def folder(tmp_path: Path, name: str, runs: list[RunResult]) -> Path:

@@ -15,6 +15,7 @@ from perfbench.gate.engine import EXIT_FAIL, EXIT_PASS
 from perfbench.gate.rules import load_rules
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
 from tests.cli_helpers import one_error_line
+from tests.records_kit import run_result
 
 
 def make_run(run_id: str, on: tuple[str, ...] = (), status: str = "ok") -> RunResult:
@@ -23,9 +24,9 @@ def make_run(run_id: str, on: tuple[str, ...] = (), status: str = "ok") -> RunRe
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES}
                              if status == "ok" else {})
     samples = {"tpot_ms": [5.0, 5.1, 4.9, 5.0, 5.2, 4.8, 5.0, 5.1], "ttft_ms": [40.0, 41.0, 39.0, 40.5, 40.2]}
-    return RunResult(run_id=run_id, status=status, spec=spec, plan=plan, samples=samples if status == "ok" else {},
-                     numerics={"max_rel_error": 1e-6, "max_abs_logit_diff": 1e-6, "tokens_match": True},
-                     error=None if status == "ok" else "killed", env={"torch": "2.13.0"})
+    return run_result(run_id, status=status, spec=spec, plan=plan, samples=samples if status == "ok" else {},
+                      numerics={"max_rel_error": 1e-6, "max_abs_logit_diff": 1e-6, "tokens_match": True},
+                      error=None if status == "ok" else "killed", env={"torch": "2.13.0"})
 
 
 def folder(path: Path, runs: list[RunResult]) -> Path:

@@ -13,6 +13,7 @@ from model.toggles import TOGGLE_NAMES
 from perfbench.analysis.tail import decode_step_summary
 from perfbench.cli import main
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
+from tests.records_kit import run_result
 
 RULES = """rules:
   - kind: timing
@@ -35,9 +36,9 @@ def _run(steps: list[float], compile_s: float, first_ttft_ms: float) -> RunResul
                                   "impl": ""} for t in TOGGLE_NAMES})
     summary = {"compile_s": compile_s, "first_ttft_ms": first_ttft_ms, "ttft_ms_median": 40.0,
                "tpot_ms_median": float(np.median(steps)), **decode_step_summary(steps)}
-    return RunResult(run_id="r", status="ok", spec=spec, plan=plan, summary=summary,
-                     samples={"tpot_steps_ms": steps, "ttft_ms": [40.0] * 20,
-                              "tpot_ms": [float(np.mean(steps[i:i + 16])) for i in range(0, 320, 16)]})
+    return run_result("r", spec=spec, plan=plan, summary=summary,
+                      samples={"tpot_steps_ms": steps, "ttft_ms": [40.0] * 20,
+                               "tpot_ms": [float(np.mean(steps[i:i + 16])) for i in range(0, 320, 16)]})
 
 
 def test_tail_and_compile_rules_pass_a_folder_against_itself_and_fail_a_slower_tail(tmp_path: Path) -> None:

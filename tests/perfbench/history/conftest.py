@@ -17,6 +17,7 @@ import pytest
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
+from tests.records_kit import run_result
 
 # The host's speed moves every run of a block alike (x1, x1.3, x0.8, ...): the pairs cancel it, so a plan whose
 # every iteration takes `ratio` of the baseline's has a paired speed-up of exactly 1 / ratio.
@@ -28,14 +29,14 @@ ENV = {"git_sha": "0" * 40, "git_dirty": False, "torch": "2.13.0+cpu", "device":
 def blocked_run(run_id: str, on: tuple[str, ...], ttft: float, tpot: float, env: dict, scenario: str = "syn",
                 blocks: bool = True, started_at: str = "2026-12-01T10:00:00+00:00") -> RunResult:
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES})
-    return RunResult(run_id=run_id, status="ok",
-                     spec=RunSpec(run_id=run_id, scenario=scenario, timing="blocks" if blocks else "separate",
-                                  block_group="g" if blocks else ""),
-                     plan=plan, samples={"ttft_ms": [ttft * d for d in DRIFT], "tpot_ms": [tpot * d for d in DRIFT]},
-                     summary={"compile_s": 1.5, "first_ttft_ms": ttft * 3},
-                     blocks={"group": "g", "process": "p1", "index": list(range(len(DRIFT))),
-                             "epoch": [i // 5 for i in range(len(DRIFT))]} if blocks else {},
-                     env=env, started_at=started_at)
+    spec = RunSpec(run_id=run_id, scenario=scenario, timing="blocks" if blocks else "separate",
+                   block_group="g" if blocks else "")
+    return run_result(run_id, spec=spec,
+                      plan=plan, samples={"ttft_ms": [ttft * d for d in DRIFT], "tpot_ms": [tpot * d for d in DRIFT]},
+                      summary={"compile_s": 1.5, "first_ttft_ms": ttft * 3},
+                      blocks={"group": "g", "process": "p1", "index": list(range(len(DRIFT))),
+                              "epoch": [i // 5 for i in range(len(DRIFT))]} if blocks else {},
+                      env=env, started_at=started_at)
 
 
 def write_sweep(folder: Path, *, sha: str, gdr: float = 2.0, ttft: float = 100.0, tpot: float = 10.0,

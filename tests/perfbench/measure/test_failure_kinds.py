@@ -12,6 +12,7 @@ from perfbench.measure import failure_kinds, worker
 from perfbench.measure import run_steps as measure
 from perfbench.measure.failure_kinds import BENCHMARK, STARTUP, of_exception, of_lost_process, of_measured, stage
 from perfbench.results import RunPlan, RunResult, RunSpec, load_results, write_results
+from tests.records_kit import run_result
 
 
 def _raised_in(*stages: str) -> BaseException:
@@ -58,9 +59,8 @@ def _ok_run(dtype: str = "float32", error: float | None = 1e-6, not_compared: st
             decisions: dict[str, ToggleDecision] | None = None, check: bool = True) -> RunResult:
     numerics = {"max_rel_error": error, "worst_phase": "prefill", "worst_layer": 1, "worst_branch": "moe",
                 "max_abs_logit_diff": 1e-5, "not_compared": not_compared, "reference": "all off"}
-    return RunResult(run_id="r1", status="ok", spec=RunSpec(run_id="r1", scenario="s", dtype=dtype,
-                                                            numerics_check=check),
-                     plan=RunPlan(decisions or {}), numerics=numerics if error is not None or not_compared else {})
+    return run_result("r1", spec=RunSpec(run_id="r1", scenario="s", dtype=dtype, numerics_check=check),
+                      plan=RunPlan(decisions or {}), numerics=numerics if error is not None or not_compared else {})
 
 
 def test_an_ok_run_within_tolerance_with_every_requested_toggle_on_has_no_failure() -> None:
@@ -104,8 +104,8 @@ def test_a_failure_in_the_timed_iterations_is_a_benchmark_fail(tmp_path, monkeyp
 
 
 def test_kinds_reach_the_csv_and_records_of_schema_5_load_without_one(tmp_path) -> None:
-    failed = RunResult(run_id="r1", status="error", spec=RunSpec(run_id="r1", scenario="s"), error="x",
-                       failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))
+    failed = run_result("r1", status="error", error="x",
+                        failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))
     write_results(tmp_path, [failed])
     assert "oom,MemoryError" in (tmp_path / "results.csv").read_text()
     raw = failed.to_dict()
@@ -120,11 +120,11 @@ def test_the_reports_failures_table_lists_each_kind_with_its_reason() -> None:
     from perfbench.pages.table import Table
     from perfbench.report.runs import failures_section
 
-    oom = RunResult(run_id="r1", status="error", spec=RunSpec(run_id="r1", scenario="s"),
-                    error="Traceback\nMemoryError", failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))
+    oom = run_result("r1", status="error", error="Traceback\nMemoryError",
+                     failure=failure_kinds.Failure(kind="oom", reason="MemoryError"))
     refused = _ok_run(decisions={"mm_all_reduce": ToggleDecision("mm_all_reduce", True, "inactive", "needs TP", "")})
     refused.failure = of_measured(refused)
-    fine = RunResult(run_id="r3", status="ok", spec=RunSpec(run_id="r3", scenario="s"))
+    fine = run_result("r3")
     (table,) = [b for b in failures_section([oom, refused, fine]).blocks if isinstance(b, Table)]
     assert [(row["run_id"], row["status"], row["kind"], row["reason"]) for row in table.rows] == [
         ("r1", "error", "oom", "MemoryError"),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from model.backend import detect_capabilities
 from perfbench.measure import failure_kinds
@@ -28,6 +29,7 @@ from perfbench.measure.run_steps import (
 )
 from perfbench.results import RunResult, RunSpec
 from tests.planted_faults import planted
+from tests.records_kit import run_result
 
 pytestmark = pytest.mark.slow
 
@@ -53,15 +55,15 @@ def checked(reference: Reference, toggles: dict[str, bool], tmp_path: Path) -> R
     workload = make_workload(s, model.config.vocab_size)
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
-    result = RunResult(run_id="r", status="ok", spec=s)
+    result = run_result("r", spec=s)
     run = PreparedRun(s, tmp_path, caps, model, workload, ids, seq_lens, cache, reference, result,
                       time.perf_counter())
     result.numerics = numerics_against_reference(run)
     return result
 
 
-CASES = [(family, {family: True}) for family in EAGER] + \
-    [("graph_mode", {"grouped_moe": True, "graph_mode": True})]
+GRAPH_MODE = {"grouped_moe": True, "graph_mode": True}
+CASES = [(family, {family: True}) for family in EAGER] + [("graph_mode", GRAPH_MODE)]
 
 
 @pytest.mark.parametrize(("family", "toggles"), CASES, ids=[c[0] for c in CASES])
@@ -81,7 +83,26 @@ def test_the_same_family_rounded_differently_passes(reference, tmp_path, family)
     assert result.numerics.max_rel_error is not None
 
 
+def checked_counting_graphs(reference: Reference, toggles: dict[str, bool], tmp_path: Path) -> tuple[RunResult, int]:
+    """`checked`, and how many graphs dynamo compiled for it. The model is new and only the numerics iteration
+    runs, so in graph mode every compiled graph is the replay's own decode step (fullgraph: no partial graphs)."""
+    torch._dynamo.reset()  # a graph an earlier test left in dynamo's cache is not this replay's
+    before = counters["stats"]["unique_graphs"]
+    result = checked(reference, toggles, tmp_path)
+    return result, counters["stats"]["unique_graphs"] - before
+
+
 def test_graph_mode_without_a_fault_passes_and_replays_inside_the_compiled_step(reference, tmp_path) -> None:
-    result = checked(reference, {"grouped_moe": True, "graph_mode": True}, tmp_path)
+    result, graphs = checked_counting_graphs(reference, GRAPH_MODE, tmp_path)
     assert failure_kinds.numerics_failure(result) == "", result.numerics
-    assert torch.compiler.is_compiling() is False
+    # one graph: the replay's decode steps (expert ids and layer tap as graph inputs) share it, none ran eager
+    assert graphs == 1
+
+
+def test_a_replay_that_falls_back_to_eager_compiles_no_graph(reference, tmp_path, monkeypatch) -> None:
+    """The plant for the test above: a compile that hands the decode step back uncompiled. The numerics still
+    pass (they checked the eager kernels), so only the graph count tells."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: fn)
+    result, graphs = checked_counting_graphs(reference, GRAPH_MODE, tmp_path)
+    assert failure_kinds.numerics_failure(result) == "", result.numerics
+    assert graphs == 0

@@ -11,12 +11,12 @@ import torch
 from perfbench.analysis.plan_warnings import host_notes
 from perfbench.measure import thread_budget
 from perfbench.measure.environment import collect_environment
-from perfbench.results import RunResult, RunSpec
+from perfbench.results import RunResult
+from tests.records_kit import run_result
 
 
-def run_result(run_id: str, note: str | None = None) -> RunResult:
-    return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="s"),
-                     env={"torch": "2.13.0", "threads_note": note})
+def noted_run(run_id: str, note: str | None = None) -> RunResult:
+    return run_result(run_id, env={"torch": "2.13.0", "threads_note": note})
 
 
 @pytest.mark.parametrize(("configured", "cpus", "other", "expected"), [
@@ -76,6 +76,6 @@ def test_the_busy_window_reads_a_number_on_linux() -> None:
 
 def test_the_note_reaches_the_folder_once_with_its_count() -> None:
     noted = "timed with 1 of 2 threads: other processes kept 1.0 of 2 cores busy when the job started"
-    runs = [run_result("a", noted), run_result("b", noted), run_result("c")]
+    runs = [noted_run("a", noted), noted_run("b", noted), noted_run("c")]
     assert host_notes(runs) == [f"{noted} (2 of 3 runs)"]
     assert host_notes(runs[2:]) == []

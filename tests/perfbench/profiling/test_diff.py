@@ -25,6 +25,7 @@ from perfbench.profiling.diff_render import WIDTH
 from perfbench.profiling.tables import per_op
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
 from tests.cli_helpers import one_error_line
+from tests.records_kit import run_result
 
 from .conftest import FIXTURES, NPU_FIXTURES, require
 
@@ -180,9 +181,9 @@ def _run(run_id: str, on: set[str], batch_size: int = 1) -> RunResult:
             "toggles": {t: t in on for t in TOGGLE_NAMES}}
     plan = {t: {"requested": t in on, "state": "on" if t in on else "off", "reason": "", "impl": ""}
             for t in TOGGLE_NAMES}
-    return RunResult(run_id=run_id, status="ok", spec=RunSpec.from_dict(spec), plan=RunPlan.from_dict(plan),
-                     samples={"ttft_ms": [1.0, 1.1], "tpot_ms": [0.5, 0.6]},
-                     summary={"ttft_ms_median": 1.05, "tpot_ms_median": 0.55})
+    return run_result(run_id, spec=RunSpec.from_dict(spec), plan=RunPlan.from_dict(plan),
+                      samples={"ttft_ms": [1.0, 1.1], "tpot_ms": [0.5, 0.6]},
+                      summary={"ttft_ms_median": 1.05, "tpot_ms_median": 0.55})
 
 
 def _folder(root: Path, runs: dict[str, tuple[set[str], int, str | None]]) -> Path:

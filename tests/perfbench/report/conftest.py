@@ -14,6 +14,7 @@ import pytest
 
 from model.toggles import TOGGLE_NAMES
 from perfbench.results import RunPlan, RunResult, RunSpec, write_results
+from tests.records_kit import run_result
 
 INJECTION = "<script>alert(1)</script>"
 # toggle -> planted decode speed-up (time without / time with)
@@ -49,23 +50,23 @@ def synthetic_run(run_id: str, on: set[str], rng: np.random.Generator, *, batch_
     spec = {"run_id": run_id, "scenario": "synthetic", "device": "cpu", "dtype": "float32", "model": "tiny",
             "batch_size": batch_size, "input_len": 32, "output_len": 8, "parallel": {"world_size": 1},
             "toggles": {t: t in on or t in inactive for t in TOGGLE_NAMES}}
-    return RunResult(run_id=run_id, status="ok", spec=RunSpec.from_dict(spec),
-                     plan=RunPlan.from_dict(plan_for(on, inactive)),
-                     samples={"ttft_ms": ttft, "tpot_ms": tpot}, summary=summary,
-                     numerics={"max_rel_error": 1e-6 * len(on), "max_abs_logit_diff": 1.5e-6 * len(on),
-                               "tokens_match": True,
-                               "reference": "r-base"},
-                     env={"torch": "2.13.0", "hostname": f"box{INJECTION}",
-                          "device": "cpu", "device_name": "cpu", "device_count": 1},
-                     wall_s=1.0)
+    return run_result(run_id, spec=RunSpec.from_dict(spec),
+                      plan=RunPlan.from_dict(plan_for(on, inactive)),
+                      samples={"ttft_ms": ttft, "tpot_ms": tpot}, summary=summary,
+                      numerics={"max_rel_error": 1e-6 * len(on), "max_abs_logit_diff": 1.5e-6 * len(on),
+                                "tokens_match": True,
+                                "reference": "r-base"},
+                      env={"torch": "2.13.0", "hostname": f"box{INJECTION}",
+                           "device": "cpu", "device_name": "cpu", "device_count": 1},
+                      wall_s=1.0)
 
 
 def failed_run(run_id: str, error: str, on: set[str] = frozenset()) -> RunResult:
     spec = {"run_id": run_id, "scenario": INJECTION, "device": "cpu", "dtype": "float32", "model": "tiny",
             "batch_size": 2, "input_len": 32, "output_len": 8, "parallel": {"world_size": 1},
             "toggles": {t: t in on for t in TOGGLE_NAMES}}
-    return RunResult(run_id=run_id, status="error", spec=RunSpec.from_dict(spec), error=error,
-                     plan=RunPlan.from_dict(plan_for(set(on), set())))
+    return run_result(run_id, status="error", spec=RunSpec.from_dict(spec), error=error,
+                      plan=RunPlan.from_dict(plan_for(set(on), set())))
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:

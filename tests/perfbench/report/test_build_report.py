@@ -20,6 +20,7 @@ from perfbench.pages.table import format_number
 from perfbench.report import build_report
 from perfbench.results import Numerics, load_results, write_results
 from tests.perfbench.report.conftest import synthetic_run
+from tests.records_kit import run_result
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
@@ -248,10 +249,8 @@ def test_an_empty_result_folder_renders(tmp_path):
 def test_environment_lists_each_distinct_value_once(tmp_path):
     from perfbench.pages.table import Table
     from perfbench.report.runs import environment_section
-    from perfbench.results import RunResult, RunSpec
 
-    runs = [RunResult(run_id=f"r{i}", status="ok", spec=RunSpec(run_id=f"r{i}", scenario="s"),
-                      env={"date": f"2026-11-30T18:0{i}:00", "torch": "2.13.0"}) for i in range(3)]
+    runs = [run_result(f"r{i}", env={"date": f"2026-11-30T18:0{i}:00", "torch": "2.13.0"}) for i in range(3)]
     (table,) = [b for b in environment_section(tmp_path, runs).blocks if isinstance(b, Table)]
     assert table.rows == [
         {"key": "date", "value": "2026-11-30T18:00:00 .. 2026-11-30T18:02:00 (3 values)", "runs": 3},

@@ -13,6 +13,7 @@ from perfbench.analysis.capacity import Targets, capacity_points, plan_capacitie
 from perfbench.config.scenario import load_scenario
 from perfbench.report.build import build_report
 from perfbench.results import RunPlan, RunResult, RunSpec, atomic_write_json, write_results
+from tests.records_kit import run_result
 
 BATCHES = (1, 2, 4, 8, 16)
 
@@ -29,9 +30,9 @@ def _run(batch: int, on: set[str], tpot_ms: float, ttft_ms: float, step_tail_ms:
     tpot = [tpot_ms * (1 + 0.005 * rng.standard_normal()) for _ in range(20)]
     steps = [s for t in tpot for s in [t] * 7 + [step_tail_ms]]
     ttft = [ttft_ms * (1 + 0.005 * rng.standard_normal()) for _ in range(20)]
-    return RunResult(run_id=spec.run_id, status="ok", spec=spec, plan=plan,
-                     samples={"tpot_ms": tpot, "ttft_ms": ttft, "tpot_steps_ms": steps},
-                     summary={"tpot_ms_median": float(np.median(tpot)), "ttft_ms_median": float(np.median(ttft))})
+    return run_result(spec.run_id, spec=spec, plan=plan,
+                      samples={"tpot_ms": tpot, "ttft_ms": ttft, "tpot_steps_ms": steps},
+                      summary={"tpot_ms_median": float(np.median(tpot)), "ttft_ms_median": float(np.median(ttft))})
 
 
 def _runs() -> list[RunResult]:

@@ -8,7 +8,8 @@ import re
 from perfbench.report import build_report
 from perfbench.report.findings import NO_FINDINGS
 from perfbench.report.runs import plan_section
-from perfbench.results import RunPlan, RunResult, RunSpec
+from perfbench.results import RunPlan, RunSpec
+from tests.records_kit import run_result
 
 
 def _sections(page: str) -> list[str]:
@@ -44,8 +45,8 @@ def test_the_plan_table_names_the_execution_mode():
     spec = RunSpec(run_id="g", scenario="s", device="npu", toggles={"graph_mode": True, "grouped_moe": True})
     plan = RunPlan.from_dict({"graph_mode": {"requested": True, "state": "on", "impl": "torchair npugraph_ex"},
                               "grouped_moe": {"requested": True, "state": "on"}})
-    emulated = RunResult(run_id="g", status="ok", spec=spec, plan=plan, env={"emulation": "emulated npu (950)"})
-    eager = RunResult(run_id="e", status="ok", spec=RunSpec(run_id="e", scenario="s"), plan=RunPlan.from_dict({}))
+    emulated = run_result("g", spec=spec, plan=plan, env={"emulation": "emulated npu (950)"})
+    eager = run_result("e", plan=RunPlan.from_dict({}))
     (table,) = [b for b in plan_section([emulated, eager]).blocks if getattr(b, "name", "") == "plan"]
     assert [row["mode"] for row in table.rows] == [
         "npugraph_ex (graph mode; emulated npu (950), CPU timings)", "eager"]

@@ -19,6 +19,7 @@ from perfbench.report.forest import VERDICT_COLOURS, speedups_section
 from perfbench.report.headline import headline_section
 from perfbench.report.runs import environment_rows
 from perfbench.results import RunPlan, RunResult, RunSpec
+from tests.records_kit import run_result
 
 DRIFT = (1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.85, 1.15, 1.05)
 
@@ -26,13 +27,12 @@ DRIFT = (1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0, 0.85, 1.15, 1.05)
 def _blocked(run_id: str, on: tuple[str, ...], ratio: float, stable: bool = True) -> RunResult:
     """A run timed in interleaved blocks: every iteration `ratio` of the baseline's, the host's drift shared."""
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES})
-    return RunResult(run_id=run_id, status="ok",
-                     spec=RunSpec(run_id=run_id, scenario="s", timing="blocks", block_group="g"),
-                     plan=plan, samples={"ttft_ms": [50 * ratio * d for d in DRIFT],
-                                         "tpot_ms": [10 * ratio * d for d in DRIFT]},
-                     blocks={"group": "g", "process": "p1", "index": list(range(len(DRIFT))),
-                             "epoch": [i // 2 for i in range(len(DRIFT))]},
-                     stability={"stable": stable, "reason": "" if stable else "CI too wide"})
+    return run_result(run_id, spec=RunSpec(run_id=run_id, scenario="s", timing="blocks", block_group="g"),
+                      plan=plan, samples={"ttft_ms": [50 * ratio * d for d in DRIFT],
+                                          "tpot_ms": [10 * ratio * d for d in DRIFT]},
+                      blocks={"group": "g", "process": "p1", "index": list(range(len(DRIFT))),
+                              "epoch": [i // 2 for i in range(len(DRIFT))]},
+                      stability={"stable": stable, "reason": "" if stable else "CI too wide"})
 
 
 def _section_with_blocks(make_folder, tmp_path, **kwargs):
@@ -92,9 +92,8 @@ def test_the_headline_keeps_the_stable_column_for_runs_timed_separately():
 
 
 def test_the_environment_shows_each_key_once_with_dates_as_a_range():
-    runs = [RunResult(run_id=f"r{i}", status="ok", spec=RunSpec(run_id=f"r{i}", scenario="s"),
-                      env={"date": f"2026-11-30T18:0{min(i, 6)}:00", "torch": "2.13.0", "cann": None,
-                           "torch_npu": "", "hostname": "a" if i < 7 else "b"}) for i in range(10)]
+    runs = [run_result(f"r{i}", env={"date": f"2026-11-30T18:0{min(i, 6)}:00", "torch": "2.13.0", "cann": None,
+                                     "torch_npu": "", "hostname": "a" if i < 7 else "b"}) for i in range(10)]
     rows = {row["key"]: row for row in environment_rows(runs)}
     assert "cann" not in rows and "torch_npu" not in rows  # unknown on every run: left out
     assert rows["date"]["value"] == "2026-11-30T18:00:00 .. 2026-11-30T18:06:00 (7 values)"
@@ -103,8 +102,7 @@ def test_the_environment_shows_each_key_once_with_dates_as_a_range():
 
 
 def test_a_key_one_run_knows_is_shown_with_that_one_run():
-    runs = [RunResult(run_id=f"r{i}", status="ok", spec=RunSpec(run_id=f"r{i}", scenario="s"),
-                      env={"cann": "8.0" if i == 0 else None}) for i in range(3)]
+    runs = [run_result(f"r{i}", env={"cann": "8.0" if i == 0 else None}) for i in range(3)]
     assert environment_rows(runs) == [{"key": "cann", "value": "8.0", "runs": 1}]
 
 
@@ -160,9 +158,9 @@ def test_the_block_hint_doubles_what_the_run_had():
 
 
 def test_a_timed_out_run_is_told_its_timeout_setting():
-    run = RunResult(run_id="t", status="timeout", spec=RunSpec(run_id="t", scenario="s", timeout_s=300.0))
+    run = run_result("t", status="timeout", spec=RunSpec(run_id="t", scenario="s", timeout_s=300.0))
     assert failure_hint(run) == "give it longer: --set perfbench.measure.timeout_s=600"
-    crashed = RunResult(run_id="c", status="error", spec=RunSpec(run_id="c", scenario="s"))
+    crashed = run_result("c", status="error")
     assert "runs/c/" in failure_hint(crashed)
 
 

@@ -16,6 +16,7 @@ from perfbench.pages.table import Table
 from perfbench.report.build import report_sections
 from perfbench.results import RunPlan, RunResult, RunSpec, load_folder, write_results
 from perfbench.run.summary_table import summary_table
+from tests.records_kit import run_result
 
 # toggle -> planted (TTFT, TPOT) speed-up: every iteration of its plan takes 1 / speed-up of the baseline's
 PLANTED = {"fused_rope": (1.05, 1.10), "fused_attention": (1.20, 1.25), "grouped_moe": (1.00, 1.40)}
@@ -32,12 +33,11 @@ def _blocked(on: tuple[str, ...], drift: np.ndarray, rng: np.random.Generator) -
     tpot = list(10.0 / tpot_gain * drift * np.exp(0.02 * rng.standard_normal(BLOCKS)))
     run_id = "+".join(on) or "base"
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES})
-    return RunResult(run_id=run_id, status="ok",
-                     spec=RunSpec(run_id=run_id, scenario="default", timing="blocks", block_group="g"),
-                     plan=plan, samples={"ttft_ms": ttft, "tpot_ms": tpot},
-                     summary={"ttft_ms_median": float(np.median(ttft)), "tpot_ms_median": float(np.median(tpot))},
-                     blocks={"group": "g", "process": "p1", "index": list(range(BLOCKS)),
-                             "epoch": [i // EPOCH for i in range(BLOCKS)]})
+    return run_result(run_id, spec=RunSpec(run_id=run_id, scenario="default", timing="blocks", block_group="g"),
+                      plan=plan, samples={"ttft_ms": ttft, "tpot_ms": tpot},
+                      summary={"ttft_ms_median": float(np.median(ttft)), "tpot_ms_median": float(np.median(tpot))},
+                      blocks={"group": "g", "process": "p1", "index": list(range(BLOCKS)),
+                              "epoch": [i // EPOCH for i in range(BLOCKS)]})
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,10 @@ import pytest
 
 from perfbench.analysis import paired
 from perfbench.errors import UserError
-from perfbench.results.ab_record import ABPair, ABRecord, read_ab_record
+from perfbench.results.ab_record import ABPair, read_ab_record
 from perfbench.run import ab
 from perfbench.run import arms as ab_arms
+from tests.records_kit import ab_pair, ab_record
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -61,9 +62,8 @@ def _pairs(ratio: float, noise: float, clusters: int, per: int, seed: int = 0) -
         for i in range(per):
             base = 100.0 * math.exp(rng.normal(0, noise))
             head = base * ratio * math.exp(shift + rng.normal(0, noise))
-            out.append(ABPair(run_id="r", cluster=g, index=i, base_first=bool(i % 2),
-                              base={"ttft_ms": base, "tpot_ms": base / 10},
-                              head={"ttft_ms": head, "tpot_ms": head / 10}))
+            out.append(ab_pair("r", g, i, base_first=bool(i % 2), base={"ttft_ms": base, "tpot_ms": base / 10},
+                               head={"ttft_ms": head, "tpot_ms": head / 10}))
     return out
 
 
@@ -83,7 +83,7 @@ def test_an_undecided_metric_says_how_many_seconds_it_needs():
     for v in undecided:
         assert v.clusters_needed is not None and v.clusters_needed > 3
         assert v.seconds_needed == pytest.approx((v.clusters_needed - 3) * 2.0)
-    assert any("needs about" in line for line in ab.verdict_lines(ABRecord(verdicts=found, mode="one process")))
+    assert any("needs about" in line for line in ab.verdict_lines(ab_record(verdicts=found, mode="one process")))
 
 
 def test_looks_come_at_the_planned_fractions_and_before_the_budget_runs_out():

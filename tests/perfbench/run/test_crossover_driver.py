@@ -29,6 +29,7 @@ from perfbench.run.crossover import (
     run_search,
 )
 from tests.cli_helpers import one_error_line
+from tests.records_kit import run_result
 
 TOGGLE = "fused_attention"
 
@@ -45,9 +46,9 @@ def _pair(x: int, tpot_speedup: float, rng: np.random.Generator, blocks: int = 1
         tpot = 10.0 / (tpot_speedup if on else 1.0)
         samples = {"ttft_ms": list(40.0 * (1 + 0.01 * rng.standard_normal(blocks))),
                    "tpot_ms": list(tpot * (1 + 0.01 * rng.standard_normal(blocks)))}
-        runs.append(RunResult(run_id=spec.run_id, status="ok", spec=spec, plan=plan, samples=samples,
-                              blocks={"group": f"g{x}", "process": f"p{x}", "index": list(range(blocks)),
-                                      "runs": 2, "blocks": blocks}))
+        runs.append(run_result(spec.run_id, spec=spec, plan=plan, samples=samples,
+                               blocks={"group": f"g{x}", "process": f"p{x}", "index": list(range(blocks)),
+                                       "runs": 2, "blocks": blocks}))
     return runs
 
 

@@ -11,11 +11,12 @@ from model.backend import Capabilities
 from perfbench.cli import main
 from perfbench.config.scenario import load_scenario
 from perfbench.config.sweep import plan_sweep
-from perfbench.results import RunPlan, RunResult, write_results
+from perfbench.results import RunPlan, write_results
 from perfbench.run import attempt, runner
 from perfbench.run.folder_owner import check_identity, identity, owned
 from perfbench.run.launcher import ProcessOutcome
 from tests.cli_helpers import one_error_line
+from tests.records_kit import run_result
 
 CPU = Capabilities(device="cpu", device_name="cpu")
 
@@ -65,8 +66,8 @@ class _Recorder:
     def run(self, runs, out, env, announce):
         for planned in runs:
             self.asked.append(planned.spec.run_id)
-            yield planned, RunResult(run_id=planned.spec.run_id, status="ok", spec=planned.spec,
-                                     plan=RunPlan.of(planned.plan)), 0.0
+            yield planned, run_result(planned.spec.run_id, spec=planned.spec,
+                                      plan=RunPlan.of(planned.plan)), 0.0
 
 
 def test_resume_measures_killed_and_timed_out_runs_again_and_keeps_the_rest(tmp_path: Path):
@@ -74,7 +75,7 @@ def test_resume_measures_killed_and_timed_out_runs_again_and_keeps_the_rest(tmp_
     specs = [p.spec for p in sweep.runs]
     ended = [("killed", "killed by SIGKILL without a result"), ("timeout", "timed out"),
              ("error", "RuntimeError: a bug"), ("ok", None)]
-    previous = [RunResult(run_id=spec.run_id, status=status, spec=spec, error=error)
+    previous = [run_result(spec.run_id, status=status, spec=spec, error=error)
                 for spec, (status, error) in zip(specs, ended)]
     write_results(tmp_path, previous)
     executor = _Recorder()

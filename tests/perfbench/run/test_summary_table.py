@@ -13,15 +13,16 @@ from perfbench.analysis.speedup import Marginal, Speedup
 from perfbench.config.labels import TOGGLE_ABBREV
 from perfbench.results import RunPlan, RunResult, RunSpec
 from perfbench.run.summary_table import compile_summary, short_number, summary_table
+from tests.records_kit import run_result
 
 
 def _run(run_id: str, on: bool, ttft: float, tpot: float, stable: bool = True,
          compile_s: float | None = None, warm: float | None = None) -> RunResult:
     plan = RunPlan.from_dict({"chunk_gdr": {"requested": on, "state": "on" if on else "off"}})
-    return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="s"), plan=plan,
-                     samples={"ttft_ms": [ttft, ttft * 1.01, ttft * 0.99], "tpot_ms": [tpot] * 3},
-                     summary={"compile_s": compile_s, "compile_cache_warm": warm},
-                     stability={"stable": stable, "reason": "" if stable else "other processes kept 1.50 cores"})
+    return run_result(run_id, plan=plan,
+                      samples={"ttft_ms": [ttft, ttft * 1.01, ttft * 0.99], "tpot_ms": [tpot] * 3},
+                      summary={"compile_s": compile_s, "compile_cache_warm": warm},
+                      stability={"stable": stable, "reason": "" if stable else "other processes kept 1.50 cores"})
 
 
 def test_runs_timed_separately_are_named_by_toggles_and_unstable_ones_warned_about():
@@ -51,12 +52,11 @@ def test_a_plan_timed_separately_at_another_host_speed_is_warned_about():
 
 def _blocked(run_id: str, on: tuple[str, ...], ttft: list[float], tpot: list[float]) -> RunResult:
     plan = RunPlan.from_dict({t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES})
-    return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="s", timing="blocks",
-                                                              block_group="g"),
-                     plan=plan, samples={"ttft_ms": ttft, "tpot_ms": tpot},
-                     blocks={"group": "g", "process": "p1", "index": list(range(len(ttft))),
-                             "epoch": [i // 5 for i in range(len(ttft))]},
-                     stability={"stable": False, "reason": "95% CI of the median spans 40% of it"})
+    return run_result(run_id, spec=RunSpec(run_id=run_id, scenario="s", timing="blocks", block_group="g"),
+                      plan=plan, samples={"ttft_ms": ttft, "tpot_ms": tpot},
+                      blocks={"group": "g", "process": "p1", "index": list(range(len(ttft))),
+                              "epoch": [i // 5 for i in range(len(ttft))]},
+                      stability={"stable": False, "reason": "95% CI of the median spans 40% of it"})
 
 
 def test_block_timed_plans_get_paired_verdicts_and_the_default_table_fits_120_columns():
@@ -129,9 +129,8 @@ def test_the_table_fits_120_columns_whatever_the_values():
     # 5-character numbers (finite and unbounded) with the longest verdict word
     def plan(run_id: str, on: tuple[str, ...], status: str = "ok") -> RunResult:
         decisions = {t: {"requested": t in on, "state": "on" if t in on else "off"} for t in TOGGLE_NAMES}
-        return RunResult(run_id=run_id, status=status, spec=RunSpec(run_id=run_id, scenario="s"),
-                         plan=RunPlan.from_dict(decisions),
-                         samples={"ttft_ms": [99999.4] * 3, "tpot_ms": [99999.4] * 3})
+        return run_result(run_id, status=status, plan=RunPlan.from_dict(decisions),
+                          samples={"ttft_ms": [99999.4] * 3, "tpot_ms": [99999.4] * 3})
 
     every = tuple(TOGGLE_NAMES)
     base, full = plan("base", every[1:]), plan("full", every)

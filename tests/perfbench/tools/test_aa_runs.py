@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from perfbench.results import RunResult, RunSpec, write_results
+from tests.records_kit import run_result
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "aa_runs.py"
 
@@ -22,10 +23,10 @@ def aa():
 
 
 def _run(run_id: str, toggles: dict[str, bool], ttft: list[float], tpot: list[float]) -> RunResult:
-    return RunResult(run_id=run_id, status="ok", spec=RunSpec(run_id=run_id, scenario="aa", toggles=toggles),
-                     samples={"ttft_ms": ttft, "tpot_ms": tpot},
-                     summary={"ttft_ms_median": float(np.median(ttft)), "tpot_ms_median": float(np.median(tpot)),
-                              "prefill_tok_s": 128 / np.median(ttft) * 1e3, "decode_tok_s": 1e3 / np.median(tpot)})
+    return run_result(run_id, spec=RunSpec(run_id=run_id, scenario="aa", toggles=toggles),
+                      samples={"ttft_ms": ttft, "tpot_ms": tpot},
+                      summary={"ttft_ms_median": float(np.median(ttft)), "tpot_ms_median": float(np.median(tpot)),
+                               "prefill_tok_s": 128 / np.median(ttft) * 1e3, "decode_tok_s": 1e3 / np.median(tpot)})
 
 
 def test_slowed_scales_latencies_up_and_throughputs_down(aa):
