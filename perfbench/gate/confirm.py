@@ -48,7 +48,7 @@ from perfbench.gate.checks import FAIL, INCONCLUSIVE, PASS, UNCONFIRMED, CheckRe
 from perfbench.git_refs import is_sha, resolve_commit
 from perfbench.lifecycle import Interrupted
 from perfbench.results import ResultFolder, RunResult, atomic_write_text
-from perfbench.results.ab_record import ABRecord, read_ab_record
+from perfbench.results.ab_record import ABRecord
 from perfbench.results.verdicts import FASTER, SAME
 
 # (base sha, head sha, scenario, out folder) -> the ab job's record
@@ -92,12 +92,12 @@ def run_ab_job(base: str, head: str, scenario: str, out: Path) -> ABRecord:
     """The default runner: `perfbench ab BASE HEAD --scenario SCENARIO` with its default settings, except that its
     --max-time counts pairs, not the start-up (a confirmation that ran out of time in its start-up decides
     nothing). An interrupted job interrupts the gate (130 / 143), never a verdict from half its pairs."""
-    from perfbench.run.ab import ABSettings, run_ab
+    from perfbench.run.ab import ABSettings, ab_job
 
-    code = run_ab(base, head, scenario, [], str(out), ABSettings(budget_after_startup=True))
-    if code in (128 + 2, 128 + 15):  # run_ab saved its pairs and returned the signal's code
-        raise Interrupted(code - 128)
-    return read_ab_record(out)
+    outcome = ab_job(base, head, scenario, [], str(out), ABSettings(budget_after_startup=True))
+    if outcome.exit_code in (128 + 2, 128 + 15):  # the job saved its pairs and returned the signal's code
+        raise Interrupted(outcome.exit_code - 128)
+    return outcome.record
 
 
 def job_folder(current: Path) -> Path:

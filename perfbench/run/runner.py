@@ -27,6 +27,7 @@ from perfbench.results import RunResult, atomic_write_json, load_results, write_
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.executors.base import Executor
 from perfbench.run.executors.local import LocalExecutor
+from perfbench.run.detectable import detect_line
 from perfbench.run.folder_owner import check_identity, owned
 from perfbench.run.summary_table import summary_table
 
@@ -172,6 +173,7 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
 
         return follow_sweep(sweep, out, launch, resume)
     check_output_dir(out, "--out")  # before anything runs: an unwritable folder loses no measurement later
+    _say(f"perfbench run: {detect_line(sc.name)[0]}")
     with owned(out):
         return _run_owned(sc, sweep, out, scenario, overrides, resume, report, executor, address, launch,
                           out_dir is not None)

@@ -32,7 +32,7 @@ from perfbench.errors import UserError
 from perfbench.git_refs import END_OF_OPTIONS, checked_sha, git_command, resolve_commit
 from perfbench.lifecycle import Interrupted
 from perfbench.results import atomic_write_json
-from perfbench.results.ab_record import ABRecord, read_ab_record
+from perfbench.results.ab_record import ABRecord
 from perfbench.results.verdicts import INCONCLUSIVE, SLOWER
 
 STATE_FILE = "bisect.json"
@@ -231,15 +231,15 @@ def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_t
     exit 2 (skip). The settings and the scenario with its overrides are checked here, once: a usage error is the
     command's (exit 2, nothing stored), never a commit's."""
     from perfbench.config.scenario import load_scenario  # noqa: PLC0415
-    from perfbench.run.ab import ABSettings, run_ab  # noqa: PLC0415
+    from perfbench.run.ab import ABSettings, ab_job  # noqa: PLC0415
 
     settings = ABSettings(max_time_s=max_time_s)
     load_scenario(scenario or "ci_smoke", overrides)
 
     def compare(base: str, head: str, out: Path) -> Comparison:
         try:
-            code = run_ab(base, head, scenario, overrides, str(out), settings, report=None)
-            record = read_ab_record(out)
+            outcome = ab_job(base, head, scenario, overrides, str(out), settings, report=None)
+            code, record = outcome.exit_code, outcome.record
         except (UserError, OSError, RuntimeError, ValueError) as err:
             return Comparison(base=base, head=head, code=EXIT_INPUT, reason=" ".join(str(err).split())[:300],
                               folder=str(out))

@@ -140,8 +140,12 @@ def test_the_confirming_job_counts_its_time_budget_from_the_end_of_start_up(monk
     from perfbench.run import ab as ab_module
 
     seen = []
-    monkeypatch.setattr(ab_module, "run_ab", lambda *args: seen.append(args[-1]))
-    monkeypatch.setattr(confirm_module, "read_ab_record", lambda out: out)
+
+    def fake_ab_job(*args):
+        seen.append(args[-1])
+        return ab_module.ABOutcome(ab_record(), tmp_path / "ab", 0)
+
+    monkeypatch.setattr(ab_module, "ab_job", fake_ab_job)
     confirm_module.run_ab_job("a" * 40, "b" * 40, "ci_smoke", tmp_path / "ab")
     (settings,) = seen
     assert settings.budget_after_startup is True
@@ -256,12 +260,12 @@ def test_the_confirming_job_gets_a_fresh_folder_and_the_recorded_scenario(tmp_pa
 
 
 def test_an_interrupted_confirming_job_interrupts_the_gate(monkeypatch, tmp_path: Path):
-    # run_ab saves its pairs and returns 143 on SIGTERM: the gate stops with it, never judging half a job
+    # ab_job saves its pairs and returns 143 on SIGTERM: the gate stops with it, never judging half a job
     from perfbench.gate import confirm as confirm_module
     from perfbench.lifecycle import Interrupted
     from perfbench.run import ab as ab_module
 
-    monkeypatch.setattr(ab_module, "run_ab", lambda *args: 143)
+    monkeypatch.setattr(ab_module, "ab_job", lambda *args: ab_module.ABOutcome(ab_record(), tmp_path / "ab", 143))
     with pytest.raises(Interrupted) as caught:
         confirm_module.run_ab_job("a" * 40, "b" * 40, "ci_smoke", tmp_path / "ab")
     assert caught.value.signum == 15

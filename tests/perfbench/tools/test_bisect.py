@@ -143,7 +143,7 @@ def test_the_ab_comparator_reads_one_metric_of_the_verdicts():
     assert verdict_code(record((1.0, "same")), "compile_s")[0] == 3
 
 
-def test_the_command_runs_ab_jobs_through_run_ab_and_reads_their_verdicts(tmp_path, monkeypatch):
+def test_the_command_runs_ab_jobs_and_takes_their_verdicts_in_memory(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from perfbench.cli import main
@@ -152,19 +152,22 @@ def test_the_command_runs_ab_jobs_through_run_ab_and_reads_their_verdicts(tmp_pa
     fake = FakeAB(tmp_path / "repo")
     calls = []
 
-    def fake_run_ab(base, head, scenario, overrides, out_dir, settings, report=None):
+    def fake_ab_job(base, head, scenario, overrides, out_dir, settings, report=None):
+        from perfbench.results.ab_record import ABRecord
+        from perfbench.run.ab import ABOutcome
+
         calls.append((base, head, scenario, settings.max_time_s))
         answer = fake(base, head, Path(out_dir))
         if answer.code == 2:
             raise UserError(f"{head[:10]}: {answer.reason}")
         Path(out_dir).mkdir(parents=True)
         verdict = "slower" if answer.code == 1 else "same"
-        (Path(out_dir) / "ab.json").write_text(json.dumps({"verdicts": {"r1": {"tpot_ms": {
+        record = ABRecord.model_validate({"verdicts": {"r1": {"tpot_ms": {
             "ratio": answer.ratio, "ci_low": answer.ci_low, "ci_high": answer.ci_high, "pairs": 30,
-            "verdict": verdict}}}}))
-        return answer.code
+            "verdict": verdict}}}})
+        return ABOutcome(record, Path(out_dir), answer.code)
 
-    monkeypatch.setattr("perfbench.run.ab.run_ab", fake_run_ab)
+    monkeypatch.setattr("perfbench.run.ab.ab_job", fake_ab_job)
     monkeypatch.chdir(tmp_path / "repo")
     result = CliRunner().invoke(main, ["bisect", shas[0], shas[11], "--out", str(tmp_path / "out"),
                                        "--max-time", "60"])
@@ -179,10 +182,12 @@ def test_the_command_runs_ab_jobs_through_run_ab_and_reads_their_verdicts(tmp_pa
 
 # ---- exit codes, usage errors and resumes -------------------------------------------------------------------
 
-def _fake_run_ab(fake: FakeAB, calls: list, signal_at: int | None = None, signum: int = signal.SIGTERM):
-    """run_ab answering from `fake`; at call `signal_at` it starts its folder and the signal arrives."""
+def _fake_ab_job(fake: FakeAB, calls: list, signal_at: int | None = None, signum: int = signal.SIGTERM):
+    """ab_job answering from `fake`; at call `signal_at` it starts its folder and the signal arrives."""
+    from perfbench.results.ab_record import ABRecord
+    from perfbench.run.ab import ABOutcome
 
-    def run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+    def ab_job(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
         calls.append((base, head, scenario, tuple(overrides), settings.max_time_s))
         Path(out_dir).mkdir(parents=True)
         if signal_at is not None and len(calls) == signal_at:
@@ -193,12 +198,13 @@ def _fake_run_ab(fake: FakeAB, calls: list, signal_at: int | None = None, signum
         if answer.code == 2:
             raise UserError(f"{head[:10]}: {answer.reason}")
         verdict = "slower" if answer.code == 1 else "same"
-        (Path(out_dir) / "ab.json").write_text(json.dumps({"verdicts": {"r1": {"tpot_ms": {
+        record = ABRecord.model_validate({"verdicts": {"r1": {"tpot_ms": {
             "ratio": answer.ratio, "ci_low": answer.ci_low, "ci_high": answer.ci_high, "pairs": 30,
-            "verdict": verdict}}}}))
-        return answer.code
+            "verdict": verdict}}}})
+        (Path(out_dir) / "ab.json").write_text(record.model_dump_json())  # as the real job leaves its folder
+        return ABOutcome(record, Path(out_dir), answer.code)
 
-    return run_ab
+    return ab_job
 
 
 def _cli(*args: str):
@@ -219,7 +225,7 @@ def test_a_usage_error_exits_2_before_anything_is_stored_and_the_fixed_command_b
                                                                                       option, words):
     shas = _repo(tmp_path / "repo")
     calls: list = []
-    monkeypatch.setattr("perfbench.run.ab.run_ab", _fake_run_ab(FakeAB(tmp_path / "repo"), calls))
+    monkeypatch.setattr("perfbench.run.ab.ab_job", _fake_ab_job(FakeAB(tmp_path / "repo"), calls))
     monkeypatch.chdir(tmp_path / "repo")
     out = tmp_path / "out"
     line = one_error_line(_cli(shas[0], shas[11], "--out", str(out), *option))
@@ -265,14 +271,14 @@ def test_a_signal_exits_with_its_code_and_the_resume_continues_where_it_stopped(
     monkeypatch.chdir(tmp_path / "repo")
     out = tmp_path / "out"
     calls: list = []
-    monkeypatch.setattr("perfbench.run.ab.run_ab", _fake_run_ab(FakeAB(tmp_path / "repo"), calls, 3, signum))
+    monkeypatch.setattr("perfbench.run.ab.ab_job", _fake_ab_job(FakeAB(tmp_path / "repo"), calls, 3, signum))
     stopped = _cli(shas[0], shas[15], "--out", str(out))
     assert stopped.exit_code == code, stopped.output
     assert "Aborted" not in stopped.output and "interrupted by" in stopped.stderr
     assert len(json.loads((out / STATE_FILE).read_text())["steps"]) == 2  # the cut-short third is not stored
     cut_short = next(out.glob("02-*"))
     rest: list = []
-    monkeypatch.setattr("perfbench.run.ab.run_ab", _fake_run_ab(FakeAB(tmp_path / "repo"), rest))
+    monkeypatch.setattr("perfbench.run.ab.ab_job", _fake_ab_job(FakeAB(tmp_path / "repo"), rest))
     resumed = _cli(shas[0], shas[15], "--out", str(out))
     assert resumed.exit_code == 0, resumed.output
     assert resumed.stdout.startswith(f"first bad commit: {shas[11]}")
