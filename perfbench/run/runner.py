@@ -25,9 +25,9 @@ from perfbench.measure.node_launch import NodeLaunch, launch_for
 from perfbench.output_paths import check_output_dir
 from perfbench.results import RunResult, atomic_write_json, load_results, write_results
 from perfbench.results.timestamps import utc_timestamp
+from perfbench.run.detectable import detect_line
 from perfbench.run.executors.base import Executor
 from perfbench.run.executors.local import LocalExecutor
-from perfbench.run.detectable import detect_line
 from perfbench.run.folder_owner import check_identity, owned
 from perfbench.run.summary_table import summary_table
 
