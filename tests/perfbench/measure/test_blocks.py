@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from perfbench.analysis.paired import LookPlan
+from perfbench.analysis.sequential import DecisionRule, SequentialJob
 from perfbench.measure.blocks import CONVERGED_PAIRED, BlockRun, stop_reason
 from perfbench.measure.run_steps import Timings
 from perfbench.measure.stopping import MAX_ITERATIONS, MAX_TIME
@@ -21,8 +21,8 @@ def _run(on: dict[str, bool], ttft: list[float], tpot: list[float], per_epoch: i
 SPEC = RunSpec(run_id="x", scenario="s", iterations=3, max_iterations=10, max_time_s=2.0, target_rel_ci=0.03)
 
 
-def _looks() -> LookPlan:
-    return LookPlan(max_time_s=4.0, looks=3)  # two runs x 2.0 s
+def _looks() -> SequentialJob[tuple[str, str]]:
+    return SequentialJob(DecisionRule(looks=3), max_time_s=4.0, tests=1)  # two runs x 2.0 s
 
 
 def test_blocks_go_on_until_the_minimum():
@@ -36,10 +36,10 @@ def test_tight_pairs_stop_at_the_first_look_although_the_host_drifts():
     gdr = _run({"chunk_gdr": True}, [5 * d for d in drift], [1.001 * d for d in drift])
     looks = _looks()
     assert stop_reason([base, gdr], 4, 1.0, SPEC, looks, 0.2) is None  # before 1/3 of the budget: no look
-    assert looks.done == 0
+    assert looks.plan.done == 0
     # at the look: TTFT 2x faster and TPOT within 0.1% in both epochs, exactly: decided even at 99.9%
     assert stop_reason([base, gdr], 4, 1.5, SPEC, looks, 0.2) == CONVERGED_PAIRED
-    assert looks.done == 1
+    assert looks.plan.done == 1
 
 
 def test_loose_pairs_run_to_the_block_cap_or_the_time_cap():

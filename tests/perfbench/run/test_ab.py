@@ -69,15 +69,15 @@ def _pairs(ratio: float, noise: float, clusters: int, per: int, seed: int = 0) -
 
 def test_a_clear_slowdown_is_a_regression_and_no_change_is_same():
     settings = ab.ABSettings()
-    slow = ab.verdicts(_pairs(1.5, 0.05, 6, 6), ["r"], settings, level=0.95, cluster_s=2.0)
+    slow = ab.verdicts(_pairs(1.5, 0.05, 6, 6), ["r"], settings, cluster_s=2.0)
     assert {m: v.verdict for m, v in slow["r"].items()} == {"ttft_ms": "slower", "tpot_ms": "slower"}
     assert all(v.regression for v in slow["r"].values()) and ab.exit_code(slow) == ab.EXIT_FAIL
-    same = ab.verdicts(_pairs(1.0, 0.01, 6, 6), ["r"], settings, level=0.95)
+    same = ab.verdicts(_pairs(1.0, 0.01, 6, 6), ["r"], settings)
     assert {v.verdict for v in same["r"].values()} == {"same"} and ab.exit_code(same) == ab.EXIT_PASS
 
 
 def test_an_undecided_metric_says_how_many_seconds_it_needs():
-    found = ab.verdicts(_pairs(1.0, 0.15, 3, 4, seed=2), ["r"], ab.ABSettings(), level=0.95, cluster_s=2.0)
+    found = ab.verdicts(_pairs(1.0, 0.15, 3, 4, seed=2), ["r"], ab.ABSettings(), cluster_s=2.0)
     undecided = [v for v in found["r"].values() if v.verdict == "inconclusive"]
     assert undecided and ab.exit_code(found) == ab.EXIT_INCONCLUSIVE
     for v in undecided:
