@@ -203,9 +203,11 @@ def _time_blocks(runs: list[BlockRun], process: str) -> None:
             reason = "every run failed"
     synchronize(first.caps.device)
     host = watch.summary(first.caps.device)
+    timing_s = round(time.perf_counter() - start, 3)
     for run in runs:
         if run.error is not None:
             continue
+        run.prepared.result.stages.timing_s = timing_s  # the group's timing, shared by its runs
         # every run sees the block's probe reading: the host speed while the whole block was timed
         run.timings.probe_ms = [probe_ms[i] for i in run.block_index] if probe_ms else []
         record_timings(run.prepared, run.timings, reason, host)

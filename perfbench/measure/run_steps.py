@@ -287,20 +287,26 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
         vocab = load_config(spec.model, spec.num_layers).vocab_size
         # every rank must decode the reference (collectives), so only single-process runs share a cached one
         shared = run_dir.parent.parent / "reference" if spec.world_size == 1 else None
+        began = time.perf_counter()
         reference = all_off_reference(spec, caps, make_workload(spec, vocab), shared)
+        result.stages.reference_s = round(time.perf_counter() - began, 3)
     reset_peak_memory(caps.device)  # the measured model's peak, not the reference's or an earlier run's
     cache_dir = compile_cache_dir(spec, run_dir)
     # torchair's graph cache (NPU): warm when an earlier round of this combination filled its folder
     cache_warm = any(cache_dir.iterdir()) if spec.device == "npu" and cache_dir and cache_dir.is_dir() else None
     inductor_before = _inductor_cache_counts()
+    began = time.perf_counter()
     model = build_model(spec, caps, spec.toggles, cache_dir)
+    result.stages.build_s = round(time.perf_counter() - began, 3)
     result.plan = RunPlan.of(model.plan)
     check_plan(spec, result.plan)
     workload = make_workload(spec, model.config.vocab_size)
     ids, seq_lens = model.pad_prompts(workload.prompts)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + workload.output_len)
     prepared = PreparedRun(spec, run_dir, caps, model, workload, ids, seq_lens, cache, reference, result, t0)
+    began = time.perf_counter()
     warm_up(prepared, inductor_before, cache_warm)
+    result.stages.warmup_s = round(time.perf_counter() - began, 3)
     return prepared
 
 
@@ -374,17 +380,23 @@ def record_timings(run: PreparedRun, timings: Timings, stop_reason: str, host: d
     result.stability = Stability.model_validate(
         {**verdict.to_dict(), "metrics": {k: v.to_dict() for k, v in per_metric.items()}})
     if run.reference is not None:
+        began = time.perf_counter()
         result.numerics = numerics_against_reference(run)
+        result.stages.numerics_s = round(time.perf_counter() - began, 3)
 
 
 def finish_run(run: PreparedRun) -> RunResult:
     """Steps 4-5 after timing: the MoE expert load and the profiled iteration (round 1 only)."""
     result, spec = run.result, run.spec
     if spec.round <= 1:  # a combination's merged result reports round 1's load (analysis/rounds.py)
+        began = time.perf_counter()
         result.expert_load = expert_load(run.model, run.ids, run.seq_lens, run.cache, run.workload)
+        result.stages.expert_load_s = round(time.perf_counter() - began, 3)
     if spec.profile:
+        began = time.perf_counter()
         result.trace = TraceRecord.model_validate(
             profile_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload, run.run_dir, spec, run.caps))
+        result.stages.profile_s = round(time.perf_counter() - began, 3)
     result.wall_s = time.perf_counter() - run.started
     return result
 
@@ -395,7 +407,9 @@ def measure_run(spec: RunSpec, run_dir: Path) -> RunResult:
         run = prepare_run(spec, run_dir)
     try:
         with failure_kinds.stage(failure_kinds.BENCHMARK):
+            began = time.perf_counter()
             timings, stop_reason, host = time_iterations(run)
+            run.result.stages.timing_s = round(time.perf_counter() - began, 3)
             record_timings(run, timings, stop_reason, host)
             return finish_run(run)
     except Exception as err:

@@ -235,6 +235,21 @@ class BlockPlacement(Record):
     epoch_seeds: list[int] = Field(default_factory=list)
 
 
+class StageSeconds(Record):
+    """Where a run's wall time went, stage by stage (perfbench/measure/run_steps.py), so a slow host can be told
+    what is slow: the all-off reference, the build, the warm-up (the compile is in it, also in `Summary.compile_s`),
+    the timing (a block group's timing is shared: each run of the group records the group's), the numerics replay,
+    the expert-load iteration and the profiled iteration."""
+
+    reference_s: float | None = None
+    build_s: float | None = None
+    warmup_s: float | None = None
+    timing_s: float | None = None
+    numerics_s: float | None = None
+    expert_load_s: float | None = None
+    profile_s: float | None = None
+
+
 class LayerCounts(Record):
     phase: str
     layer: int

@@ -18,6 +18,7 @@ from perfbench.results.records import (
     Failure,
     Numerics,
     Stability,
+    StageSeconds,
     Status,
     Summary,
     TraceRecord,
@@ -247,6 +248,7 @@ class RunResult(BaseModel):
     env: Environment = Field(default_factory=Environment)
     started_at: str = ""
     wall_s: float = 0.0
+    stages: StageSeconds = Field(default_factory=StageSeconds)  # where wall_s went (older records: empty)
     stop_reason: str = ""  # why timing stopped: converged / max_iterations / max_time (perfbench/measure/stopping.py)
     stability: Stability = Field(default_factory=Stability)  # empty when not judged (a failed run)
     expert_load: ExpertLoad = Field(default_factory=ExpertLoad)  # empty when not recorded

@@ -179,10 +179,31 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
                           out_dir is not None)
 
 
+def stage_line(results: list[RunResult], wall_s: float) -> str:
+    """Where the sweep's wall time went, summed over its runs (a block group's timing counted once); the rest is
+    the workers' start-up (imports, thread setup), the report and the runner itself."""
+    totals = {"reference": 0.0, "build": 0.0, "warm-up and compile": 0.0, "timing": 0.0, "numerics": 0.0,
+              "expert load": 0.0, "profile": 0.0}
+    groups: set[tuple[str, str]] = set()
+    for r in results:
+        s = r.stages
+        for name, value in (("reference", s.reference_s), ("build", s.build_s), ("warm-up and compile", s.warmup_s),
+                            ("numerics", s.numerics_s), ("expert load", s.expert_load_s), ("profile", s.profile_s)):
+            totals[name] += value or 0.0
+        key = (r.blocks.process, r.blocks.group) if r.blocks else (r.run_id, "")
+        if s.timing_s is not None and key not in groups:
+            groups.add(key)
+            totals["timing"] += s.timing_s
+    rest = max(wall_s - sum(totals.values()), 0.0)
+    parts = ", ".join(f"{name} {value:.0f} s" for name, value in totals.items() if value >= 0.5)
+    return f"time by stage: {parts}, start-up and the rest {rest:.0f} s; wall {wall_s:.0f} s"
+
+
 def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, overrides: list[str],
                resume: bool, report: ReportHook | None, executor: str, address: str | None, launch: NodeLaunch,
                out_given: bool) -> int:
     """The sweep, with the folder's lock held (perfbench/run/folder_owner.py)."""
+    began = time.perf_counter()
     previous = previous_results(out, resume, out_given)
     check_identity(out, sc.as_dict(), resume)
     try:
@@ -208,4 +229,5 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
     if unstable:
         tally += f" ({unstable} timed separately and unstable: see the warnings above)"
     print(f"{len(results)} run{'s' * (len(results) != 1)}: {tally}; results in {out}/results.jsonl")
+    print(stage_line(results, time.perf_counter() - began))
     return 0 if results and counts["ok"] == len(results) else 1
