@@ -22,6 +22,7 @@ from perfbench.results.records import (
     Numerics,
     PlanCheckLine,
     Stability,
+    StageSeconds,
     Status,
     Summary,
     TraceRecord,
@@ -37,11 +38,11 @@ def run_result(run_id: str = "r1", *, status: Status = "ok", spec: RunSpec | Non
                trace: TraceRecord | PartFields | None = None, env: Environment | PartFields | None = None,
                started_at: str = "", wall_s: float = 0.0, stop_reason: str = "",
                stability: Stability | PartFields | None = None, expert_load: ExpertLoad | PartFields | None = None,
-               blocks: BlockPlacement | PartFields | None = None, failure: Failure | PartFields | None = None
-               ) -> RunResult:
+               blocks: BlockPlacement | PartFields | None = None, failure: Failure | PartFields | None = None,
+               stages: StageSeconds | PartFields | None = None) -> RunResult:
     """A run's result; `spec` defaults to RunSpec(run_id=run_id, scenario="s"), every other part to empty."""
     parts = {"summary": summary, "numerics": numerics, "trace": trace, "env": env, "stability": stability,
-             "expert_load": expert_load, "blocks": blocks, "failure": failure}
+             "expert_load": expert_load, "blocks": blocks, "failure": failure, "stages": stages}
     return RunResult(run_id=run_id, status=status, spec=spec if spec is not None else RunSpec(run_id=run_id,
                                                                                              scenario="s"),
                      plan=plan if plan is not None else RunPlan(), error=error, samples=samples or {},
