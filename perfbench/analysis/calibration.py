@@ -182,3 +182,34 @@ def variance_check(noise: Noise) -> VarianceCheck:
             lags.append(float(np.corrcoef(column[:-1], column[1:])[0, 1]))
     return VarianceCheck(float(np.mean(scaled)) if scaled else math.nan, len(scaled),
                          float(np.mean(lags)) if lags else None)
+
+
+@dataclass(frozen=True)
+class EpochDesign:
+    """The noise's two levels and their costs, and the pairs per epoch that give the narrowest interval for the
+    time (Kalibera & Jones, "Rigorous benchmarking in reasonable time", 2013): n = sqrt(c_epoch / c_pair *
+    s^2 / tau^2), s the spread of one pair's log ratio, tau that of an epoch's true centre, c_epoch the cost an
+    epoch adds beyond its pairs (the move and the untimed iteration), c_pair the cost of one pair of every run."""
+
+    pair_sd: float
+    epoch_sd: float  # tau: between epochs, beyond what the pairs' own spread explains (0 when none shows)
+    pair_s: float
+    overhead_s: float
+    pairs_now: int
+    pairs_best: int | None  # None when tau is 0: more pairs per epoch are always better
+
+
+def epoch_design(record: NoiseRecord) -> EpochDesign:
+    n = record.pairs_per_epoch
+    within = [float(np.var(v, ddof=1)) for e in record.epochs for v in e.log_ratios.values() if len(v) >= 2]
+    s2 = float(np.mean(within)) if within else 0.0
+    noise = Noise.of(record)
+    between = float(np.mean(np.var(noise.estimates, axis=0, ddof=1))) if noise.estimates.size else 0.0
+    tau2 = max(between - s2 / n, 0.0)
+    per_epoch = float(np.median(noise.seconds))
+    # an epoch is n rounds of pairs plus one untimed round (the move is cheap next to it): the overhead is about one
+    # round, a round one pair of every run
+    pair_s = per_epoch / (n + 1)
+    overhead_s = pair_s
+    best = None if tau2 == 0 else max(1, round(math.sqrt(overhead_s / pair_s * s2 / tau2)))
+    return EpochDesign(math.sqrt(s2), math.sqrt(tau2), pair_s, overhead_s, n, best)

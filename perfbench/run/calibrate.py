@@ -24,6 +24,7 @@ from perfbench.analysis.calibration import (
     Noise,
     ShiftRow,
     VarianceCheck,
+    epoch_design,
     recommended_cap,
     smallest_detectable,
     table,
@@ -164,6 +165,12 @@ def table_lines(result: Calibration, startup_s: float) -> list[str]:
     lag = f"; lag-1 autocorrelation of epochs {result.check.lag1:+.2f}" if result.check.lag1 is not None else ""
     lines.append(f"variance check: mean t^2 {result.check.mean_t2:.2f} over {result.check.values} epochs "
                  f"(1 when the intervals are honest): {verdict}{lag}")
+    design = epoch_design(record)
+    best = (f"{design.pairs_best}" if design.pairs_best is not None
+            else "more (no spread between epochs beyond the pairs' own)")
+    lines.append(f"design: one pair's log ratio spreads {design.pair_sd:.3f}, an epoch's centre "
+                 f"{design.epoch_sd:.3f}; a round of pairs takes {design.pair_s:.2f} s; {design.pairs_now} pairs "
+                 f"per epoch recorded, the narrowest interval for the time at {best}")
     if result.path is not None:
         lines.append(f"noise file: {result.path}")
     return lines
