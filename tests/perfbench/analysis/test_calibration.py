@@ -105,3 +105,25 @@ def test_a_slowdown_planted_in_the_recorded_epochs_is_a_regression_and_nothing_p
     assert judged.regressed is regressed
     if regressed:
         assert all(r.verdict == "slower" for r in judged.ratios.values())
+
+
+def test_the_epoch_design_recovers_the_two_levels_of_synthetic_noise():
+    """Pairs spread 0.10 around their epoch's centre, centres 0.03 around 0: the design reads both back (within
+    what 80 epochs of 6 pairs allow), and with an epoch costing one round beyond its 6, the cost-optimal pairs per
+    epoch is sqrt(1 x 0.1^2 / 0.03^2) ~ 3."""
+    from perfbench.analysis.calibration import epoch_design
+    from perfbench.results.host_kind import HostKind
+    from perfbench.results.noise_record import NoiseEpoch, NoiseRecord
+
+    rng = np.random.default_rng(9)
+    epochs = []
+    for _ in range(80):
+        centre = rng.normal(0, 0.03)
+        logs = (centre + rng.normal(0, 0.10, 6)).tolist()
+        epochs.append(NoiseEpoch(seconds=7.0, log_ratios={"r/ttft_ms": logs},
+                                 estimates={"r/ttft_ms": paired.cluster_estimate(np.asarray(logs))}))
+    record = NoiseRecord(scenario="s", host=HostKind(), pairs_per_epoch=6, startup_s=1.0, tests=["r/ttft_ms"],
+                         epochs=epochs)
+    design = epoch_design(record)
+    assert 0.085 < design.pair_sd < 0.115 and 0.01 < design.epoch_sd < 0.05
+    assert design.pair_s == pytest.approx(1.0) and design.pairs_best is not None and 1 <= design.pairs_best <= 8
