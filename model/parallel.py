@@ -352,6 +352,16 @@ def destroy_distributed() -> None:
         dist.destroy_process_group()
 
 
+def _barrier() -> None:
+    """Every rank of the default group gets here before any goes on. A backend that takes CPU tensors (gloo,
+    and "hccl" under perfbench's emulator, whose `dist.barrier` asks for a device hook it lacks) all-reduces
+    one CPU element; the others (nccl, hccl) use `dist.barrier` on the current device."""
+    if "cpu" in dist.Backend.backend_capability.get(str(dist.get_backend()), []):
+        dist.all_reduce(torch.zeros(1))
+    else:
+        dist.barrier()
+
+
 class _Flushable(Protocol):
     def flush(self) -> object: ...
 
@@ -375,10 +385,11 @@ def finish(status: int | BaseException = 0, *, flush: Iterable[_Flushable] = (),
 
     `status` is the exit code, or the exception that failed this rank (its traceback goes to stderr, exit 1).
     On exit code 0, in order: join this process's non-daemon threads (as interpreter exit would); `barrier`
-    (True: `dist.barrier()`; a callable: that, for backends whose barrier needs a device, say) so no rank leaves
-    while another still talks to it; gc.collect() (drops cycles holding tensors and work handles); destroy the
-    default process group and every group made from it; gc.collect(). A failing rank skips those steps, which
-    wait for its peers (they may be stuck in a collective; torchrun stops them once this rank has exited).
+    (True: every rank of the default group meets, see `_barrier`; a callable: that instead; False: none) so no
+    rank leaves while another still talks to it; gc.collect() (drops cycles holding tensors and work
+    handles); destroy the default process group and every group made from it; gc.collect(). A failing rank
+    skips those steps, which wait for its peers (they may be stuck in a collective, and gloo's destructor would
+    wait for their work; torchrun stops them once this rank has exited).
     Then always: the atexit functions, the `flush` objects, logging's handlers, the `done` marker (the exit
     code and a newline, written and closed), stdout and stderr; and `os._exit`.
 
@@ -403,7 +414,7 @@ def finish(status: int | BaseException = 0, *, flush: Iterable[_Flushable] = (),
             if grouped and callable(barrier):
                 barrier()
             elif grouped and barrier:
-                dist.barrier()
+                _barrier()
             gc.collect()
             if grouped:
                 dist.destroy_process_group()
