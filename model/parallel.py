@@ -346,12 +346,6 @@ def init_distributed(parallel: ParallelConfig, device: str) -> ParallelLayout:
     return ParallelLayout(parallel, dist.get_rank())
 
 
-def destroy_distributed() -> None:
-    """Destroy the default process group (and every group made from it) if it is still there."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def _barrier() -> None:
     """Every rank of the default group gets here before any goes on. A backend that takes CPU tensors (gloo,
     and "hccl" under perfbench's emulator, whose `dist.barrier` asks for a device hook it lacks) all-reduces
@@ -478,6 +472,6 @@ def token_block(num_tokens: int, size: int, index: int) -> tuple[int, int, int]:
 
 __all__ = [
     "GROUP_KINDS", "SHARDING_PLAN", "LocalSizes", "ParallelLayout", "ProcessGroups", "ShardRule",
-    "build_process_groups", "ceil_div", "destroy_distributed", "expert_owner", "finish", "held_elsewhere",
+    "build_process_groups", "ceil_div", "expert_owner", "finish", "held_elsewhere",
     "init_distributed", "rank_device", "shard_rules", "shard_slots", "token_block",
 ]
