@@ -114,7 +114,6 @@ def worker(args: argparse.Namespace) -> None:
         results[name] = measure(args.model, args.num_layers, parallel, toggles, args.batch, args.prompt_len,
                                 args.decode_steps)
     (args.out / f"rank{dist.get_rank()}.json").write_text(json.dumps(results))
-    dist.destroy_process_group()
 
 
 def launch(world: int, args: argparse.Namespace, out: Path) -> list[dict]:
@@ -169,8 +168,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args)
-        return
+        from model.parallel import finish
+
+        worker(args)  # the models, tensors and groups it made die with its frame
+        finish(0)  # barrier, destroy the group, flush, os._exit: no interpreter shutdown beside gloo's threads
     torch.set_num_threads(1)
     single = measure(args.model, args.num_layers, {"world_size": 1}, EP_PLAIN, args.batch, args.prompt_len,
                      args.decode_steps)

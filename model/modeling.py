@@ -3,7 +3,8 @@
 Under torchrun, `from_pretrained(..., parallel_config={...})` joins the default process group, builds the
 groups of model/parallel.py and loads only this rank's shard. Every rank runs the same `generate` on the same
 prompts and returns the same tokens and logits (the LM head gathers the vocabulary; see model/parallel.py for
-why activations are identical on every rank).
+why activations are identical on every rank). A rank's script ends with `model.parallel.finish(rc)` (barrier,
+group destroyed, results flushed, os._exit), not by returning into interpreter shutdown, where gloo can abort.
 """
 
 from __future__ import annotations

@@ -23,10 +23,16 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import fnmatch
+import gc
+import logging
 import os
 import re
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn, Protocol
 
 import torch
 import torch.distributed as dist
@@ -334,9 +340,11 @@ def init_distributed(parallel: ParallelConfig, device: str) -> ParallelLayout:
         if device in ("cuda", "npu"):
             set_local_device(device)
         dist.init_process_group(backend=dist_backend(device))
-        # the group this process made is this process's to destroy: a rank that exits with it alive can abort in
-        # the backend's destructor (SIGABRT at interpreter exit was seen under torchrun)
-        atexit.register(destroy_distributed)
+        # NOTE: no atexit teardown any more. An atexit `destroy_process_group` (the previous round) still let
+        # ranks abort (docs/numerics.md, "Process group teardown"): it runs as interpreter shutdown begins, while
+        # the caller's model, tensors and work handles are alive, and a gloo thread that releases one of them
+        # after finalization started takes the GIL and C++ calls terminate. `finish` ends the entry point
+        # instead: the group is destroyed while the interpreter is whole, and no shutdown follows.
     actual = dist.get_world_size()
     if actual != world:
         raise ParallelConfigError(f"parallel_config.world_size: {world} does not match the {actual} "
@@ -345,10 +353,93 @@ def init_distributed(parallel: ParallelConfig, device: str) -> ParallelLayout:
     return ParallelLayout(parallel, dist.get_rank())
 
 
-def destroy_distributed() -> None:
-    """Destroy the default process group if it is still there (registered at exit by `init_distributed`)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+def _barrier() -> None:
+    """Every rank of the default group gets here before any goes on. A backend that takes CPU tensors (gloo,
+    and "hccl" under perfbench's emulator, whose `dist.barrier` asks for a device hook it lacks) all-reduces
+    one CPU element; the others (nccl, hccl) use `dist.barrier` on the current device."""
+    if "cpu" in dist.Backend.backend_capability.get(str(dist.get_backend()), []):
+        dist.all_reduce(torch.zeros(1))
+    else:
+        dist.barrier()
+
+
+class _Flushable(Protocol):
+    def flush(self) -> object: ...
+
+
+def finish(status: int | BaseException = 0, *, flush: Iterable[_Flushable] = (),
+           done: str | os.PathLike[str] | None = None,
+           barrier: bool | Callable[[], object] = True) -> NoReturn:
+    """End this process cleanly; the last call of a torchrun rank's entry point (any process may call it).
+
+        def main() -> int:
+            model = Qwen3_5MoeForCausalLM.from_pretrained(..., parallel_config={...})
+            ...  # write results
+            return 0
+
+        if __name__ == "__main__":
+            try:
+                rc = main()  # model, tensors and work handles die with main's frame
+            except Exception as exc:
+                model.parallel.finish(exc)  # traceback on stderr, exit 1, no barrier
+            model.parallel.finish(rc, flush=[results_file], done=out / "rank0.done")
+
+    `status` is the exit code, or the exception that failed this rank (its traceback goes to stderr, exit 1).
+    On exit code 0, in order: join this process's non-daemon threads (as interpreter exit would); `barrier`
+    (True: every rank of the default group meets, see `_barrier`; a callable: that instead; False: none) so no
+    rank leaves while another still talks to it; gc.collect() (drops cycles holding tensors and work
+    handles); destroy the default process group and every group made from it; gc.collect(). A failing rank
+    skips those steps, which wait for its peers (they may be stuck in a collective, and gloo's destructor would
+    wait for their work; torchrun stops them once this rank has exited).
+    Then always: the atexit functions, the `flush` objects, logging's handlers, the `done` marker (the exit
+    code and a newline, written and closed), stdout and stderr; and `os._exit`.
+
+    Why `os._exit`: a rank that returns into interpreter shutdown with gloo's threads alive can abort there
+    ("terminate called without an active exception", SIGABRT): a gloo thread releasing a tensor takes the GIL
+    after finalization began. With os._exit no finalization runs; what shutdown would have written is written
+    above. Objects only the interpreter's teardown would finalize (an open file not passed in `flush`) are
+    not; close or pass them. (Measured: docs/numerics.md, "Process group teardown".)
+    """
+    if isinstance(status, BaseException):
+        traceback.print_exception(status, file=sys.stderr)
+        rc = 1
+    else:
+        rc = int(status)
+    try:
+        if rc == 0:
+            main = threading.main_thread()
+            for thread in threading.enumerate():
+                if thread is not main and thread is not threading.current_thread() and not thread.daemon:
+                    thread.join()
+            grouped = dist.is_available() and dist.is_initialized()
+            if grouped and callable(barrier):
+                barrier()
+            elif grouped and barrier:
+                _barrier()
+            gc.collect()
+            if grouped:
+                dist.destroy_process_group()
+            gc.collect()
+    except BaseException as exc:  # noqa: BLE001 - a teardown that fails fails the rank, with its traceback
+        traceback.print_exception(exc, file=sys.stderr)
+        rc = 1
+    try:
+        atexit._run_exitfuncs()
+        for stream in flush:
+            stream.flush()
+        logging.shutdown()
+        if done is not None:
+            with open(done, "w") as marker:
+                marker.write(f"{rc}\n")
+    except BaseException as exc:  # noqa: BLE001 - a result that cannot be written fails the rank
+        traceback.print_exception(exc, file=sys.stderr)
+        rc = rc or 1
+    for std in (sys.stdout, sys.stderr):
+        try:
+            std.flush()
+        except (OSError, ValueError):  # closed or broken: nothing more can be said on it
+            pass
+    os._exit(rc)
 
 
 def local_rank() -> int:
@@ -388,6 +479,6 @@ def token_block(num_tokens: int, size: int, index: int) -> tuple[int, int, int]:
 
 __all__ = [
     "GROUP_KINDS", "SHARDING_PLAN", "LocalSizes", "ParallelLayout", "ProcessGroups", "ShardRule",
-    "build_process_groups", "ceil_div", "expert_owner", "held_elsewhere", "init_distributed",
-    "rank_device", "shard_rules", "shard_slots", "token_block",
+    "build_process_groups", "ceil_div", "expert_owner", "finish", "held_elsewhere",
+    "init_distributed", "rank_device", "shard_rules", "shard_slots", "token_block",
 ]

@@ -224,18 +224,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exit(code: int) -> None:
-    """Exit with `code`; a rank of a multi-process run ends without tearing its process group down.
+    """Exit with `code`; a rank of a multi-process run ends with `model.parallel.finish`.
 
-    NOTE: gloo's teardown at interpreter exit aborted a rank now and then on the 2-core dev machine
-    ("terminate called without an active exception", SIGABRT), after the result was written; the run's
-    outcome is decided by then, so the process ends with os._exit (stdio flushed first).
+    NOTE: gloo's teardown at interpreter exit aborted a rank now and then ("terminate called without an active
+    exception", SIGABRT) after the result was written. `finish` meets the other ranks (exit code 0 only),
+    destroys the group, runs the atexit functions, flushes, and ends with os._exit, so no interpreter
+    shutdown runs beside a live gloo thread. result.json is written (atomically) before this is called.
     """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        from model.parallel import finish
+
+        finish(code)
     sys.exit(code)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from model import Qwen3_5MoeForCausalLM
 from model.ops import comm
+from model.parallel import finish
 
 
 def main() -> None:
@@ -43,11 +43,8 @@ def main() -> None:
         out = {phase: {op: [calls, nbytes] for op, (calls, nbytes, _) in log.totals().items()}
                for phase, log in (("prefill", prefill), ("decode", decode))}
         args.out.write_text(json.dumps(out))
-    dist.barrier()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # no gloo teardown (see tests/model/parallel_worker.py)
 
 
 if __name__ == "__main__":
     main()
+    finish(0)  # barrier, destroy the group, flush, os._exit (model/parallel.py)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, when run as a script
 
 from model import Qwen3_5MoeForCausalLM
+from model.parallel import finish
 
 
 def run_case(case: dict, prompts: list[list[int]], new_tokens: int, out: Path) -> None:
@@ -55,13 +55,13 @@ def main() -> None:
             dist.barrier()  # the other ranks block here until torchrun tears the job down
             continue
         run_case(case, spec["prompts"], spec["new_tokens"], args.out)
-    dist.barrier()
-    # NOTE: end without tearing gloo down: on this 2-core machine a rank aborted at teardown now and then
-    # ("terminate called without an active exception", SIGABRT) after its results were written.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
-    main()
+    # as a user's script ends (model/parallel.py, `finish`): a rank that raises exits 1 with its traceback; the
+    # others meet, destroy the group and leave with os._exit, so no interpreter shutdown runs beside gloo's threads
+    try:
+        main()
+    except Exception as exc:  # noqa: BLE001 - any failure ends this rank, traceback printed, exit 1
+        finish(exc)
+    finish(0)

@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 
 from model.backend import detect_capabilities, dist_backend
 from model.modeling import Qwen3_5MoeForCausalLM
-from model.parallel import local_rank, set_local_device
+from model.parallel import finish, local_rank, set_local_device
 from perfbench.emulation.npu import activate_from_env, tensor_device
 from perfbench.measure.routing_flips import routing_from_tensors
 from perfbench.tools.verify.failures import NpuCallRecorder, describe
@@ -37,7 +37,7 @@ def _stage(out: Path, rank: int, text: str) -> None:
     (out / f"rank{rank}.stage").write_text(text)
 
 
-def main(spec_path: Path) -> None:
+def main(spec_path: Path) -> int:
     activate_from_env()  # PERFBENCH_EMULATE_NPU: the emulator (and its injected faults) before the model
     spec = json.loads(spec_path.read_text())
     out = Path(spec["out"])
@@ -74,16 +74,17 @@ def main(spec_path: Path) -> None:
                       "error": failure.error, "traceback": traceback.format_exc()}
             (out / f"{case['name']}.rank{rank}.error.json").write_text(json.dumps(record))
             sys.stderr.write(record["traceback"])
-            sys.stderr.flush()
-            os._exit(1)
-    _stage(out, rank, "done: final all_reduce")
+            return 1  # the job ends: finish skips the barrier, torchrun stops the ranks waiting for this one
+    _stage(out, rank, "done: finish (final all_reduce, group destroyed)")
+    return 0
+
+
+def _barrier() -> None:
     # every rank is done before any leaves (dist.barrier asks for an accelerator the emulator does not register)
     dist.all_reduce(torch.zeros(1, device=tensor_device(f"npu:{local_rank()}")))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # NOTE: no process-group teardown, as tests/model/parallel_worker.py: gloo aborted now and then at teardown
-    os._exit(0)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    # model.parallel.finish: barrier, destroy the group, flush, os._exit, so no interpreter shutdown runs beside a
+    # live gloo thread (a rank aborted there now and then: "terminate called without an active exception")
+    finish(main(Path(sys.argv[1])), barrier=_barrier)
