@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from perfbench.analysis import noise_band, paired, stats
 from perfbench.analysis.rounds import by_combination, merge_rounds
@@ -112,11 +111,12 @@ def paired_speedup(base_runs: list[RunResult], runs: list[RunResult], key: str,
 
 
 def paired_ratio_ci(ratios: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
-    """Geometric mean of per-round ratios with a Student-t interval on their logarithms (two or more)."""
-    logs = np.log(ratios)
-    mean = float(logs.mean())
-    half = float(scipy_stats.t.ppf((1 + level) / 2, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs)))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    """Per-round ratios (two or more) by the paired rule's interval over clusters (perfbench/analysis/paired.py
+    `interval_over_clusters`: Student t on their logarithms, Yuen's trimmed t from 10 rounds): the round is the
+    cluster, as the epoch is for pairs."""
+    interval = paired.interval_over_clusters(np.log(ratios))
+    low, high = interval.bounds(level)
+    return math.exp(interval.center), math.exp(low), math.exp(high)
 
 
 def two_stage_ratio_ci(pairs: list[tuple[list[float], list[float]]], level: float = CI_LEVEL,
