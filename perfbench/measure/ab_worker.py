@@ -6,7 +6,7 @@
   (perfbench/measure/arm_modules.py), both built from the same restored process state, and their fingerprints of
   process-global state compared. If they differ, the worker answers {"fallback": reason} and ends: the parent
   then times the arms in two processes. Else it answers {"ready": {arm: {run_id: plan}}, "model": {arm: path},
-  "compile_s": s} and reads commands on stdin, one JSON line each:
+  "startup": {"import_s", "build_s", "warmup_s", "compile_s"}} and reads commands on stdin, one JSON line each:
   {"epoch": {"index": k, "pairs": n, "seed": s}} runs one epoch of the engine (perfbench/measure/epoch_engine.py:
   each run is a group of its two arms; re-allocation, an untimed iteration, then n rounds in the order the seed
   draws, GC off), answering one {"pair": {...}} line per pair and {"epoch_done": {"recompiles": r,
@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,11 +59,13 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
         fit_threads_to_host(specs[0].device)  # before the state both arms start from is saved
     start = RestorableState.save()
     arms, prepared, imported, built = {}, {}, {}, {}
+    import_began = time.perf_counter()
     for name in ARMS:  # imports first: an arm that changes process state at import is caught before any build
         start.restore()
         WHERE.update(arm=name, stage="startup")
         arms[name] = load_arm(name, checkouts[name])
         imported[name] = ProcessState.capture()
+    import_s = time.perf_counter() - import_began
     differ = imported["base"].differences(imported["head"])
     for name in ARMS if not differ else ():
         start.restore()  # both arms build from the same process state
@@ -80,7 +83,7 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
     send_answer(reply, {"ready": {name: {rid: p.result.plan.to_dict() for rid, p in runs.items()}
                                   for name, runs in prepared.items()},
                         "model": {name: arm.model_path for name, arm in arms.items()}, "pid": os.getpid(),
-                        "compile_s": _compile_seconds(p for runs in prepared.values() for p in runs.values())})
+                        "startup": _startup_split(import_s, [p for runs in prepared.values() for p in runs.values()])})
     groups = [[TimedUnit(f"{rid}@{name}", prepared[name][rid].iterate,
                          prepared[name][rid].model if relocatable(
                              prepared[name][rid].spec.device,
@@ -114,9 +117,14 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
     return 0
 
 
-def _compile_seconds(runs: Iterable[Any]) -> float:
-    """Seconds the runs' builds spent compiling (warm-up's compile time), apart from the rest of start-up."""
-    return round(sum(p.result.summary.compile_s or 0.0 for p in runs), 1)
+def _startup_split(import_s: float, runs: Iterable[Any]) -> dict[str, float]:
+    """Where the worker's start-up went: importing both arms, building the models, their warm-up iterations, and
+    of the warm-up the decode graphs' compile (the first decode step's excess)."""
+    runs = list(runs)
+    return {"import_s": round(import_s, 1),
+            "build_s": round(sum(p.result.stages.build_s or 0.0 for p in runs), 1),
+            "warmup_s": round(sum(p.result.stages.warmup_s or 0.0 for p in runs), 1),
+            "compile_s": round(sum(p.result.summary.compile_s or 0.0 for p in runs), 1)}
 
 
 def serve_one_arm(specs: list[RunSpec], out: Path, name: str, reply: IO[str]) -> int:

@@ -322,9 +322,13 @@ class ABJob:
                 return
             self.plans, self.models = ready["ready"], ready["model"]
             self.startup_s = self._elapsed()
-            self.compile_s = ready.get("compile_s")
-            _say(f"ab: start-up {self.startup_s:.0f} s" + (
-                f", of which compiling {self.compile_s:.0f} s" if self.compile_s is not None else ""))
+            split = ready.get("startup") or {}
+            self.compile_s = split.get("compile_s")
+            labels = (("import_s", "imports"), ("build_s", "builds"), ("warmup_s", "warm-up"),
+                      ("compile_s", "of it compiling"))
+            parts = ", ".join(f"{label} {split[key]:.0f} s" for key, label in labels if key in split)
+            _say(f"ab: start-up {self.startup_s:.0f} s" + (f" ({parts}; the rest: worktrees and the worker's start)"
+                                                            if parts else ""))
             if self.settings.budget_after_startup:
                 self.budget_start = time.monotonic()
                 self.deadline = self.budget_start + self.settings.max_time_s
