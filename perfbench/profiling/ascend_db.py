@@ -77,6 +77,11 @@ def _ns(column: str) -> str:
             f"AND length({column}) <= 19 THEN CAST({column} AS INTEGER) END, {_MISSING})")
 
 
+def _quoted(name: str) -> str:
+    """An SQL identifier in double quotes, a quote inside it doubled (a table may be named `we"ird`)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 DB_BYTES = 64 * 1024**3  # far beyond any profiler export; SQLite itself reads only the pages a query needs
 
 
@@ -90,7 +95,8 @@ class _Db:
         try:
             self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
             tables = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            self.columns = {t: {r[1] for r in self.conn.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+            self.columns = {t: {r[1] for r in self.conn.execute(f"PRAGMA table_info({_quoted(t)})")}
+                            for t in tables}
         except sqlite3.Error as err:
             raise UserError(f"{path}: not an SQLite database ({err})") from None
         for table, needed in REQUIRED.items():
@@ -99,8 +105,8 @@ class _Db:
             self._check_unique(table, key)
 
     def _check_unique(self, table: str, key: str) -> None:
-        found = self.query(f'SELECT "{key}" AS k FROM "{table}" WHERE "{key}" IS NOT NULL '
-                           f'GROUP BY "{key}" HAVING count(*) > 1 LIMIT 1')
+        found = self.query(f"SELECT {_quoted(key)} AS k FROM {_quoted(table)} WHERE {_quoted(key)} IS NOT NULL "
+                           f"GROUP BY {_quoted(key)} HAVING count(*) > 1 LIMIT 1")
         if len(found):
             shown = repr(found["k"].tolist()[0])
             raise UserError(f"{self.path}: table {table} repeats its key {key} ({shown[:40]}); a profiler export "
@@ -108,7 +114,7 @@ class _Db:
 
     def rows(self, table: str) -> int:
         """How many rows `table` holds (the cap of a query reading it)."""
-        return int(self.query(f'SELECT count(*) AS n FROM "{table}"')["n"].iloc[0])
+        return int(self.query(f"SELECT count(*) AS n FROM {_quoted(table)}")["n"].iloc[0])
 
     def _check(self, table: str, needed: tuple[str, ...], required: bool) -> bool:
         if table not in self.columns:

@@ -106,3 +106,10 @@ def test_host_ops_sharing_a_connection_id_are_refused(tmp_path):
 def test_the_real_export_still_reads(tmp_path):
     profile = load_trace(_copy(tmp_path))
     assert (profile.events["side"] == "device").sum() == 191
+
+
+def test_a_table_whose_name_holds_a_quote_is_no_error(tmp_path):
+    """Any table name SQLite takes is listed safely: the identifier is quoted with its quotes doubled."""
+    db = _write(_copy(tmp_path), 'CREATE TABLE "we""ird" (x INTEGER)')
+    profile = load_trace(db)
+    assert (profile.events["side"] == "device").sum() == 191
