@@ -281,9 +281,9 @@ def check_out(base: str, head: str | None, repo: Path) -> ArmSet:
     try:
         for name, ref in (("base", base), ("head", head)):
             arms.append(_arm(name, ref, repo, root, token))
+        prune_stale(repo)
     except BaseException:
         _close(repo, root, token, [tree for tree in (root / "worktree-base", root / "worktree-head")
                                    if tree.exists()])
         raise
-    prune_stale(repo)
     return ArmSet(arms[0], arms[1], root, repo, token)
