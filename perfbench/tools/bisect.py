@@ -294,7 +294,12 @@ def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_t
         if record.status == "interrupted":
             raise KeyboardInterrupt(record.stopped)
         code, ratio, low, high = verdict_code(record, metric)
-        return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=low, ci_high=high, folder=str(out))
+        try:
+            return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=low, ci_high=high,
+                              folder=str(out))
+        except ValidationError:  # an ab.json whose interval is no finite positive one: its code, not its numbers
+            return Comparison(base=base, head=head, code=code, folder=str(out),
+                              reason=f"head/base {ratio!r} [{low!r}, {high!r}] is not a finite interval")
 
     return compare
 

@@ -136,3 +136,19 @@ def test_a_comparison_without_a_ratio_shows_its_reason_only():
         Comparison(base="a" * 40, head="b" * 40, code=1, ratio=1.5)
     with pytest.raises(ValueError, match="finite positive"):
         Comparison(base="a" * 40, head="b" * 40, code=1, ratio=float("inf"), ci_low=1.0, ci_high=2.0)
+
+
+def test_an_ab_record_with_an_infinite_interval_is_stored_without_it(tmp_path, monkeypatch):
+    """The ab job's own record may hold an interval a Comparison refuses: the step keeps the job's code and says
+    why it has no ratio, rather than stopping the bisect with a traceback."""
+    from perfbench.tools.bisect import ab_comparator
+
+    def run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+        Path(out_dir).mkdir(parents=True)
+        (Path(out_dir) / "ab.json").write_text('{"verdicts": {"r1": {"tpot_ms": {"ratio": 1.4, "ci_low": 1.1, '
+                                               '"ci_high": Infinity, "verdict": "slower"}}}}')
+        return 1
+
+    monkeypatch.setattr("perfbench.run.ab.run_ab", run_ab)
+    step = ab_comparator(None, "tpot_ms", [], 60.0)("a" * 40, "b" * 40, tmp_path / "job")
+    assert step.code == 1 and step.ratio is None and "not a finite interval" in step.text()
