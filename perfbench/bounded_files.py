@@ -68,6 +68,22 @@ def read_capped_stream(handle: IO[bytes] | gzip.GzipFile, cap: int, where: str) 
             raise UserError(f"{where}: over the {size_text(cap)} this reader takes")
 
 
+def hash_capped(path: Path, cap: int, digest: Any) -> None:
+    """Feed `path`'s bytes to `digest` (a hashlib object) in chunks: its size is checked against `cap` first and
+    the read stops past it (a file that grows), so hashing a 3 GB file costs one chunk of memory, not 3 GB."""
+    check_size(path, cap)
+    total = 0
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(MiB):  # read(n) allocates n bytes up front, even at the end of a file
+                total += len(chunk)
+                if total > cap:
+                    raise UserError(f"{path}: over the {size_text(cap)} this reader takes")
+                digest.update(chunk)
+    except OSError as err:
+        raise UserError(f"{path}: cannot read ({err.strerror or err})") from None
+
+
 def read_capped(path: Path, cap: int) -> bytes:
     """The bytes of `path` (inflated, for a .gz), refused past `cap`."""
     check_size(path, cap)

@@ -545,8 +545,9 @@ def history_show(db: str | None, family: str | None, scenario: str | None, machi
 @click.option("--since", metavar="REF", help="Only commits from REF on (a stored sha prefix or a git ref).")
 @click.option("--min-magnitude", type=click.FloatRange(min=0.0), default=0.05, show_default=True,
               help="Smallest change reported, as a fraction (default: the equivalence band).")
-@click.option("--repo", type=click.Path(file_okay=False), help="Git repository resolving --since (default: "
-                                                                 "perfbench's checkout).")
+@click.option("--repo", type=click.Path(file_okay=False),
+              help="Git repository resolving --since and placing the stored commits it holds on its history "
+                   "(default: perfbench's checkout).")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of one line per change.")
 @user_errors
 @signal_exits
@@ -571,8 +572,9 @@ def history_changes(db: str | None, family: str | None, scenario: str | None, ma
 @click.option("--commit-url", metavar="TEMPLATE",
               help="Link of a commit, {sha} replaced, e.g. https://github.com/ORG/REPO/commit/{sha}.")
 @click.option("--since", metavar="REF", help="Only commits from REF on (a stored sha prefix or a git ref).")
-@click.option("--repo", type=click.Path(file_okay=False), help="Git repository resolving --since (default: "
-                                                                 "perfbench's checkout).")
+@click.option("--repo", type=click.Path(file_okay=False),
+              help="Git repository resolving --since and placing the stored commits it holds on its history "
+                   "(default: perfbench's checkout).")
 @user_errors
 @signal_exits
 def history_page(db: str | None, family: str | None, scenario: str | None, machine: str | None, plan: str | None,

@@ -5,8 +5,9 @@ is its `Field(description=...)`, its choices a `Literal`, its bounds `Field` con
 strictly (no "yes" for true, no 4.0 for 4), so a section built from YAML or from Python is checked the same way,
 and every error is a one-line `UserError` that starts with the full key path and names the bad value.
 
-YAML is read once, by `parse_yaml`, under limits (MAX_YAML_BYTES, MAX_YAML_VALUES after alias expansion,
-MAX_YAML_DEPTH), with duplicate keys and self-containing structures refused, and YAML 1.2 floats (`1e-3`).
+YAML is read once, by `parse_yaml`, under limits (MAX_YAML_BYTES, MAX_YAML_VALUES and MAX_YAML_EXPANDED_BYTES
+after alias expansion, MAX_YAML_DEPTH), with duplicate keys and self-containing structures refused, and YAML 1.2
+floats (`1e-3`).
 """
 
 from __future__ import annotations
@@ -198,6 +199,10 @@ def options(cls: type[Section]) -> Iterator[tuple[str, str, str]]:
 MAX_YAML_BYTES = 2 * 1024 * 1024  # document size: the pure-Python parser takes about 1 s per MB
 MAX_YAML_VALUES = 100_000  # values (scalars, lists, mappings) after alias expansion: stops an alias bomb
 MAX_YAML_DEPTH = 64  # nesting of lists and mappings
+# text of the scalars after alias expansion: 2,000 aliases of one 1.5 MB string are 2,001 values (under
+# MAX_YAML_VALUES) but 3 GB once written out (scenario.json, sweep.json). Without aliases a document's scalars
+# hold at most its own size, so 8x MAX_YAML_BYTES refuses only a document that multiplies text through aliases.
+MAX_YAML_EXPANDED_BYTES = 8 * MAX_YAML_BYTES
 
 # YAML 1.2 core-schema floats: `1e-3` and `1.0e3` are numbers (YAML 1.1, PyYAML's default, wants a dot and a
 # signed exponent, and reads them as text). Integers are matched first by PyYAML's own resolver.
@@ -222,10 +227,12 @@ def _line(node: yaml.Node) -> int:
 
 
 def check_node_tree(node: yaml.Node, path: str = "", depth: int = 0,
-                    sizes: dict[int, int] | None = None, open_nodes: set[int] | None = None) -> int:
+                    sizes: dict[int, tuple[int, int]] | None = None,
+                    open_nodes: set[int] | None = None) -> tuple[int, int]:
     """UserError for a mapping that repeats a key (safe_load would keep the last one silently), a structure
-    that contains itself, nesting deeper than MAX_YAML_DEPTH, or more than MAX_YAML_VALUES values once
-    aliases are expanded. Returns the expanded value count of `node`.
+    that contains itself, nesting deeper than MAX_YAML_DEPTH, or, once aliases are expanded, more than
+    MAX_YAML_VALUES values or more than MAX_YAML_EXPANDED_BYTES of scalar text. Returns the expanded value count
+    and scalar text length (characters) of `node`.
 
     An aliased node is the same object wherever it is used, so each distinct node is walked once (`sizes`):
     the walk is linear in the document, never in its expansion."""
@@ -241,8 +248,10 @@ def check_node_tree(node: yaml.Node, path: str = "", depth: int = 0,
     if depth > MAX_YAML_DEPTH:
         raise UserError(f"{where} (line {_line(node)}): nested deeper than {MAX_YAML_DEPTH} levels")
     open_nodes.add(key)
-    size = 1
-    if isinstance(node, yaml.MappingNode):
+    size, text = 1, 0
+    if isinstance(node, yaml.ScalarNode):
+        text = len(node.value)
+    elif isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
             name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
@@ -251,17 +260,23 @@ def check_node_tree(node: yaml.Node, path: str = "", depth: int = 0,
                 if name in seen:
                     raise UserError(f"{sub}: duplicate key (lines {seen[name]} and {_line(key_node)}); keep one")
                 seen[name] = _line(key_node)
-            size += check_node_tree(key_node, sub, depth + 1, sizes, open_nodes)
-            size += check_node_tree(value_node, sub, depth + 1, sizes, open_nodes)
+            for child in (key_node, value_node):
+                values, chars = check_node_tree(child, sub, depth + 1, sizes, open_nodes)
+                size, text = size + values, text + chars
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            size += check_node_tree(item, f"{path}[{i}]", depth + 1, sizes, open_nodes)
+            values, chars = check_node_tree(item, f"{path}[{i}]", depth + 1, sizes, open_nodes)
+            size, text = size + values, text + chars
     open_nodes.discard(key)
     if size > MAX_YAML_VALUES:
         raise UserError(f"{where} (line {_line(node)}): expands to more than {MAX_YAML_VALUES} values through "
                         "aliases (*name); write the values out or use fewer aliases")
-    sizes[key] = size
-    return size
+    if text > MAX_YAML_EXPANDED_BYTES:
+        raise UserError(f"{where} (line {_line(node)}): expands to more than {MAX_YAML_EXPANDED_BYTES // 2**20} MB "
+                        "of text through aliases (*name) (MAX_YAML_EXPANDED_BYTES); write the values out or use "
+                        "fewer aliases")
+    sizes[key] = (size, text)
+    return size, text
 
 
 def parse_yaml(text: str) -> Any:

@@ -3,17 +3,20 @@ much.
 
 Each point is a log value with a standard error read from its CI (the CI's level, and the t quantile of its
 degrees of freedom where it is a t interval over clusters or rounds: `perfbench.analysis.paired.log_se_of_interval`;
-several points of one commit are pooled by inverse variance). Where the points scatter more than their CIs say (CIs
-that understate the variation between processes), every standard error is widened by the robust spread of
-successive differences (`dispersion`), and the tests below use that estimate's degrees of freedom. Binary
-segmentation proposes breakpoints under an inverse-variance weighted squared-error cost (a point with a narrow CI
-counts more), from prefix sums: each level of splitting is one vectorized pass, O(n log n) per series. Each
-candidate is then confirmed between the segments either side of it: the inverse-variance means of the two segments
-differ by a z-test whose standard errors are those of the CIs; where the points scatter more than their CIs say (a
-segment's chi-square over its degrees of freedom above 1), the variance is inflated by that ratio and the test
-becomes a t-test on the segments' points. A candidate that is not significant at `ALPHA`, or whose size is below
-`min_magnitude` (default: the equivalence band, 5%), is dropped and the segments merged, weakest first, until
-every remaining change passes both. Rates on synthetic series shaped like real ones are tested in
+several points of one commit are pooled by inverse variance). The CIs weigh the points, but they need not say how
+much the points scatter from commit to commit: a run's CI misses the host's speed of the day (points scatter
+more), and the order-statistic CI of a median of 5 samples is often far wider than the medians' real scatter
+(points scatter less). So the scatter is measured on the series itself. Binary segmentation proposes breakpoints
+under an inverse-variance weighted squared-error cost (a point with a narrow CI counts more), in units of the
+robust spread of successive differences (`dispersion`: a step moves one difference only), from prefix sums: each
+level of splitting is one vectorized pass, O(n log n) per series. Each candidate is then confirmed between the
+segments either side of it by a t-test of their inverse-variance means, whose variance is scaled by the points'
+scatter around their segments' means (`residual_scale`: chi-square over the points less the segments, its
+degrees of freedom; a step is never counted as scatter). A candidate that is not significant at `series_alpha`
+(SERIES_ALPHA, 1%, over the splits the search chooses among), or whose size is below `min_magnitude` (default:
+the equivalence band, 5%), is dropped and the segments merged, weakest first, until every remaining change passes
+both. So a 25% step is confirmed over 3 + 3 commits whose points scatter by a few percent, whatever their CIs.
+Rates on synthetic series shaped like real ones are tested in
 tests/perfbench/history/test_history_changes.py.
 """
 
@@ -29,9 +32,10 @@ from perfbench.analysis.paired import log_se_of_interval
 from perfbench.history.series import Series, SeriesKey, SeriesPoint
 
 DEFAULT_MIN_MAGNITUDE = 0.05  # the equivalence band: a smaller change is never reported
-ALPHA = 1e-4  # per candidate: a few candidates per series, and at most 1 false change per 100 series
+SERIES_ALPHA = 0.01  # at most 1 false change per 100 series without one (split over its candidates: series_alpha)
 MIN_SIZE = 2  # points (commits) a segment needs on each side of a change
-MAD_EFFICIENCY = 0.37  # of the median absolute deviation against the standard deviation, for normal data
+MIN_DISPERSION = 0.1  # CIs up to 10x wider than the points' scatter scale the breakpoint search
+MIN_SCALE = 1e-12  # points that do not scatter at all (copies): a step between them is certain, not a 0/0
 # levels over commits; an ab folder's head/base ratio is one too when CI compares every commit with one base (a
 # release, the main branch's tip of a fixed day): a step in it is a change of head (docs/ci.md)
 CHANGE_FAMILIES = ("speedup", "median", "ab")
@@ -94,54 +98,67 @@ def binary_segmentation(y: np.ndarray, w: np.ndarray, penalty: float) -> list[in
     return sorted(found)
 
 
-def _segment_stats(y: np.ndarray, se: np.ndarray) -> tuple[float, float, bool]:
-    """Inverse-variance mean, its variance, and whether over-dispersion inflated it (then estimated, not known)."""
+def _segment_stats(y: np.ndarray, se: np.ndarray) -> tuple[float, float]:
+    """Inverse-variance mean of a segment and its variance in units of the CIs' variances."""
     w = 1.0 / se**2
-    mean = float(np.sum(w * y) / np.sum(w))
-    var = 1.0 / float(np.sum(w))
-    dispersion = float(np.sum(w * (y - mean) ** 2)) / (len(y) - 1) if len(y) > 1 else 1.0
-    return mean, var * max(1.0, dispersion), dispersion > 1.0
+    return float(np.sum(w * y) / np.sum(w)), 1.0 / float(np.sum(w))
 
 
-def _test(y: np.ndarray, se: np.ndarray, start: int, split: int, stop: int, df: float | None
+def residual_scale(y: np.ndarray, se: np.ndarray, bounds: list[int]) -> tuple[float, int]:
+    """How much the points scatter around their segments' means in units of their CIs' variances (chi-square over
+    its degrees of freedom: 1 when the CIs say it right, 4 when the points spread twice as wide, 0.05 when CIs of
+    medians of few samples are far wider than the points' real scatter), and those degrees of freedom (points
+    less segments). Estimated around the segments, a step is never counted as scatter."""
+    chi2 = 0.0
+    for start, stop in zip(bounds, bounds[1:]):
+        mean, _ = _segment_stats(y[start:stop], se[start:stop])
+        chi2 += float(np.sum(((y[start:stop] - mean) / se[start:stop]) ** 2))
+    df = len(y) - (len(bounds) - 1)
+    return max(chi2 / df, MIN_SCALE), df
+
+
+def _test(y: np.ndarray, se: np.ndarray, start: int, split: int, stop: int, scale: float, df: int
           ) -> tuple[float, float, float]:
-    """(p value, mean before, mean after) of the change at `split` between segments [start, split), [split, stop).
-    `df`: the degrees of freedom of a series-wide dispersion estimate (None: the CIs were taken as they are)."""
-    m1, v1, estimated1 = _segment_stats(y[start:split], se[start:split])
-    m2, v2, estimated2 = _segment_stats(y[split:stop], se[split:stop])
-    t = abs(m2 - m1) / math.sqrt(v1 + v2)
-    dfs = [d for d in (df, float(stop - start - 2) if estimated1 or estimated2 else None) if d is not None]
-    if dfs:
-        return float(2 * scipy_stats.t.sf(t, max(min(dfs), 1.0))), m1, m2
-    return float(2 * scipy_stats.norm.sf(t)), m1, m2
+    """(p value, mean before, mean after) of the change at `split` between segments [start, split), [split, stop):
+    a t-test of the inverse-variance means, the variance scaled by the series' `residual_scale` (`df`)."""
+    m1, v1 = _segment_stats(y[start:split], se[start:split])
+    m2, v2 = _segment_stats(y[split:stop], se[split:stop])
+    t = abs(m2 - m1) / math.sqrt((v1 + v2) * scale)
+    return float(2 * scipy_stats.t.sf(t, df)), m1, m2
 
 
 def dispersion(y: np.ndarray, se: np.ndarray) -> float:
-    """How much more the points scatter than their CIs say (1 when they do not): the robust spread (MAD) of
-    successive differences in units of their standard errors. A step moves one difference only, so it does not
-    count as scatter."""
+    """How much more (or less, down to MIN_DISPERSION) the points scatter than their CIs say: the robust spread
+    (MAD) of successive differences in units of their standard errors. A step moves one difference only, so it
+    does not count as scatter. It scales the weights of the breakpoint search only."""
     d = np.diff(y) / np.sqrt(se[1:] ** 2 + se[:-1] ** 2)
-    return max(1.0, 1.4826 * float(np.median(np.abs(d))))
+    return max(MIN_DISPERSION, 1.4826 * float(np.median(np.abs(d))))
+
+
+def series_alpha(n: int) -> float:
+    """The level each candidate is confirmed at in a series of `n` commits: SERIES_ALPHA over the splits the
+    search chooses among, so a series without a change gives a false one with probability SERIES_ALPHA or less,
+    whatever its length (6 commits: 3.3e-3; 60: 1.8e-4)."""
+    return SERIES_ALPHA / max(1, n - 2 * MIN_SIZE + 1)
 
 
 def change_points(y: np.ndarray, se: np.ndarray, min_magnitude: float = DEFAULT_MIN_MAGNITUDE,
-                  alpha: float = ALPHA) -> list[Segmented]:
-    """Confirmed changes of log values `y` with standard errors `se` (both in log space), in order."""
+                  alpha: float | None = None) -> list[Segmented]:
+    """Confirmed changes of log values `y` with standard errors `se` (both in log space), in order; `alpha`:
+    the level of each confirmation (default `series_alpha`)."""
     n = len(y)
     if n < 2 * MIN_SIZE:
         return []
-    # CIs that understate the scatter between commits would make every wiggle a change: widen them, and test with
-    # the degrees of freedom of that estimate (a MAD is about 37% efficient)
-    factor = dispersion(y, se)
-    se = se * factor
-    df = MAD_EFFICIENCY * (n - 2) if factor > 1.0 else None
-    # the cost is in units of the CIs' variance: a breakpoint costs a BIC-like penalty; the t-test below decides
-    splits = binary_segmentation(y, 1 / se**2, penalty=3.0 * math.log(n))
+    alpha = series_alpha(n) if alpha is None else alpha
+    # the search's cost is in units of the points' scatter (their CIs' variance scaled by the robust spread of
+    # successive differences): a breakpoint costs a BIC-like penalty; the t-test below decides
+    splits = binary_segmentation(y, 1 / (se * dispersion(y, se)) ** 2, penalty=3.0 * math.log(n))
     while True:
         bounds = [0, *splits, n]
+        scale, df = residual_scale(y, se, bounds)
         tested = []
         for i, split in enumerate(splits):
-            p, m1, m2 = _test(y, se, bounds[i], split, bounds[i + 2], df)
+            p, m1, m2 = _test(y, se, bounds[i], split, bounds[i + 2], scale, df)
             big = abs(math.exp(m2 - m1) - 1.0) >= min_magnitude
             tested.append((p if big else 1.0, split, m1, m2, split - bounds[i], bounds[i + 2] - split))
         failing = [t for t in tested if t[0] >= alpha]

@@ -132,7 +132,7 @@ def changes_command(db: str | None, filters: Filters, since: str | None, min_mag
     check_min_magnitude(min_magnitude)
     if since is not None and not since.strip():
         raise UserError("--since is empty: give a stored sha prefix or a git ref")
-    found = load_series(open_store(db), filters)
+    found = load_series(open_store(db), filters, repo)  # a full clone places the commits it holds
     since_order = _since_order(found, since, repo) if since else None
     changes = [c for s in found for c in series_changes(s, min_magnitude, since_order)]
     if as_json:
@@ -172,6 +172,6 @@ def page_command(db: str | None, filters: Filters, out: Path, min_magnitude: flo
 
     check_min_magnitude(min_magnitude)
     check_commit_url(commit_url)
-    found = load_series(open_store(db), filters)
+    found = load_series(open_store(db), filters, repo)
     since_order = _since_order(found, since, repo or Path.cwd()) if since else None
     return f"page: {write_page(found, out, min_magnitude, commit_url, since_order, since)}"

@@ -20,12 +20,13 @@ from typing import Any
 from perfbench.analysis import paired, stats
 from perfbench.analysis.rounds import merge_rounds
 from perfbench.analysis.speedup import LATENCIES, MIN_T_ROUNDS, Speedup, plan_label, speedups
+from perfbench.bounded_files import TRACE_BYTES, hash_capped
 from perfbench.errors import UserError
 from perfbench.history.git_order import commit_date, first_parent_order, is_sha
 from perfbench.history.records import FolderKind, OpFamily, Point, Snapshot
 from perfbench.history.schema import run_key
 from perfbench.results import RunResult, load_folder
-from perfbench.results.ab_record import AB_FILE, ABRecord, read_ab_record
+from perfbench.results.ab_record import AB_BYTES, AB_FILE, ABRecord, read_ab_record
 
 BASELINE_FILE, RESULTS_FILE = "baseline.json", "results.jsonl"
 ONCE_METRICS = ("compile_s", "first_ttft_ms")  # measured once per run: no CI
@@ -36,11 +37,16 @@ MAX_SAMPLE_MS = 1e9
 
 
 def content_hash(folder: Path) -> str:
+    """What the folder measured, as a hash of results.jsonl and ab.json. Each file's size is checked against its
+    reader's cap before a byte is read and the bytes are hashed in chunks: a folder that cannot be read is
+    refused before it costs its size in memory (the hash is the same as of the whole bytes)."""
     digest = hashlib.sha256()
-    for name in (RESULTS_FILE, AB_FILE):
+    for name, cap in ((RESULTS_FILE, TRACE_BYTES), (AB_FILE, AB_BYTES)):
         path = folder / name
         if path.is_file():
-            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+            digest.update(name.encode() + b"\0")
+            hash_capped(path, cap, digest)
+            digest.update(b"\0")
     return digest.hexdigest()
 
 

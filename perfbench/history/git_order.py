@@ -72,6 +72,26 @@ def mainline_positions(repo: Path) -> dict[str, int]:
     return {sha: i for i, sha in enumerate(text.split(), 1)} if text else {}
 
 
+def topo_ranks(repo: Path, shas: list[str]) -> dict[str, int]:
+    """sha -> rank of each of `shas` that `repo` holds in topological order (parents before children: commits
+    with one committer date, as a rebase makes them, in the order they were made); {} when git or the
+    repository is not there. One git call; the shas go on stdin (checked hex first), unknown ones are ignored."""
+    wanted = [sha for sha in dict.fromkeys(shas) if is_sha(sha)]
+    if not wanted:
+        return {}
+    try:
+        out = subprocess.run(git_command(repo, "rev-list", "--topo-order", "--reverse", "--ignore-missing",
+                                         "--stdin"), input="\n".join(wanted) + "\n", capture_output=True,
+                             text=True, timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if out.returncode != 0:
+        return {}
+    asked = set(wanted)
+    listed = [sha for sha in out.stdout.split() if sha in asked]
+    return {sha: rank for rank, sha in enumerate(listed)}
+
+
 def resolve_ref(repo: Path, ref: str) -> str | None:
     """The full sha of `ref` in `repo`, None when it does not name a commit there."""
     return _git(repo, "rev-parse", "--verify", "--quiet", END_OF_OPTIONS, f"{ref}^{{commit}}") or None

@@ -5,18 +5,25 @@ is a change of the code, not of the machine.
 A point's `commit_order` is its commit's place on the x axis: the first-parent position where every loaded commit
 has one (a full clone placed them all); otherwise the rank of the commit in a merged order, where commits with a
 position keep theirs and commits known only by their date (ingested from a shallow clone) sit after the last
-positioned commit committed before them. A commit with neither is a one-off (None)."""
+positioned commit committed before them; commits of one committer date (a rebase writes a whole branch in one
+second) go in the topological order of `--repo` where it holds them, else in the order their runs started. Where
+`--repo` is a full clone, its first-parent positions place the commits it holds on read too, so `changes` and
+`page` order a store ingested from shallow clones without a re-ingest. A commit with neither is a one-off
+(None)."""
 
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
 from perfbench.analysis.stats import CI_LEVEL
-from perfbench.history import schema
+from perfbench.history import git_order, schema
 from perfbench.history.store import Store
 
 
@@ -79,8 +86,10 @@ class Filters(BaseModel):
     metric: str | None = None
 
 
-def commit_positions(commits: Mapping[str, tuple[int | None, str | None]]) -> dict[str, int]:
-    """sha -> place on the x axis, from sha -> (first-parent position, commit date); see the module's docstring."""
+def commit_positions(commits: Mapping[str, tuple[int | None, str | None]],
+                     ties: Mapping[str, tuple[int, str]] | None = None) -> dict[str, int]:
+    """sha -> place on the x axis, from sha -> (first-parent position, commit date); see the module's docstring.
+    `ties`: sha -> (topological rank, first run's start) ordering the commits of one date (missing: after)."""
     placed = {sha: order for sha, (order, _date) in commits.items() if order is not None}
     dated = {sha: date for sha, (order, date) in commits.items() if order is None and date}
     if not dated:
@@ -90,10 +99,34 @@ def commit_positions(commits: Mapping[str, tuple[int | None, str | None]]) -> di
     latest: list[str] = []
     for sha in ranked:
         latest.append(max(latest[-1] if latest else "", commits[sha][1] or ""))
-    order_key: dict[str, tuple[int, int, str]] = {sha: (i, 0, "") for i, sha in enumerate(ranked)}
+    last = (2**62, "\U0010ffff")
+    order_key: dict[str, tuple[int, int, str, tuple[int, str]]] = {
+        sha: (i, 0, "", last) for i, sha in enumerate(ranked)}
     for sha, date in dated.items():
-        order_key[sha] = (bisect.bisect_right(latest, date) - 1, 1, date)
+        order_key[sha] = (bisect.bisect_right(latest, date) - 1, 1, date, (ties or {}).get(sha, last))
     return {sha: rank for rank, sha in enumerate(sorted(order_key, key=lambda s: (order_key[s], s)), 1)}
+
+
+def _placed(rows: Sequence[Any], repo: Path | None) -> dict[str, int]:
+    """sha -> place on the x axis of every stored commit (module docstring)."""
+    commits: dict[str, tuple[int | None, str | None]] = {}
+    started: dict[str, str] = {}
+    for row in rows:
+        sha = row["sha"]
+        if isinstance(sha, str) and sha:
+            commits[sha] = (row["commit_order"], row["commit_date"])
+            started[sha] = min(started.get(sha, "\U0010ffff"), str(row["recorded_at"] or ""))
+    topo: dict[str, int] = {}
+    if repo is not None and commits:
+        mainline = git_order.mainline_positions(repo)
+        commits = {sha: (mainline.get(sha, order), date) for sha, (order, date) in commits.items()}
+        dates = Counter(date for order, date in commits.values() if order is None and date)
+        shared = {date for date, count in dates.items() if count > 1}
+        if shared:
+            topo = git_order.topo_ranks(repo, [sha for sha, (order, date) in commits.items()
+                                               if order is None and date in shared])
+    ties = {sha: (topo.get(sha, 2**62), started.get(sha, "")) for sha in commits}
+    return commit_positions(commits, ties)
 
 
 def _columns() -> Sequence[object]:
@@ -103,7 +136,9 @@ def _columns() -> Sequence[object]:
             p.verdict, p.level, p.df)
 
 
-def load_series(store: Store, filters: Filters) -> list[Series]:
+def load_series(store: Store, filters: Filters, repo: Path | None = None) -> list[Series]:
+    """The stored series matching `filters`; `repo` (a git repository, e.g. a full clone) places the commits it
+    holds (module docstring)."""
     f, p = schema.folders.c, schema.points.c
     query = select(*_columns()).join(schema.points, p.folder_id == f.id)  # type: ignore[call-overload]
     for column, wanted in ((p.family, filters.family), (f.scenario, filters.scenario), (p.plan, filters.plan),
@@ -114,8 +149,7 @@ def load_series(store: Store, filters: Filters) -> list[Series]:
         query = query.where(f.machine_key.contains(filters.machine, autoescape=True))
     with store.reading() as conn:
         rows = conn.execute(query).mappings().all() if conn is not None else []
-    positions = commit_positions({row["sha"]: (row["commit_order"], row["commit_date"]) for row in rows
-                                  if row["sha"]})
+    positions = _placed(rows, repo)
     grouped: dict[SeriesKey, list[SeriesPoint]] = {}
     for row in rows:
         key = SeriesKey(**{name: row[name] for name in SeriesKey.model_fields})

@@ -15,8 +15,11 @@ Names and types are STRING_IDS ids. Only STRING_IDS, TASK and COMPUTE_TASK_INFO 
 required; without PYTORCH_API the kernels have no phase/layer/module, as a folder without trace_view.json.
 
 A file that is not SQLite, or lacks a required table or column, is a one-line UserError naming the file and
-the table; rows whose times are missing, not integers, negative, reversed or beyond `events.MAX_TIME_US` are
-skipped and counted (`SkippedEvents`), as kernel_details.csv rows are.
+the table. So is one whose join keys repeat (`UNIQUE_KEYS`: the format's keys, the fixture's PRIMARY KEYs):
+a join on a repeated key multiplies its rows, so a small crafted file would read as millions of kernels. Each
+query is also capped at the rows of the table it reads (`_Db.query`'s `most`), whatever the keys hold. Rows
+whose times are missing, not integers, negative, reversed or beyond `events.MAX_TIME_US` are skipped and counted
+(`SkippedEvents`), as kernel_details.csv rows are.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ OPTIONAL = {"COMMUNICATION_OP": ("opName", "startNs", "endNs"),
             "PYTORCH_API": ("startNs", "endNs", "globalTid", "name"),
             "CONNECTION_IDS": ("id", "connectionId"), "STEP_TIME": ("id", "startNs", "endNs"),
             "ENUM_API_TYPE": ("id", "name"), "TASK_PMU_INFO": ("globalTaskId",)}
+# Keys the joins rely on being unique (STRING_IDS.id and COMPUTE_TASK_INFO.globalTaskId are PRIMARY KEYs in a
+# real export; TASK.globalTaskId identifies one task). Checked at open; a repeat is refused, not multiplied.
+UNIQUE_KEYS = (("STRING_IDS", "id"), ("TASK", "globalTaskId"), ("COMPUTE_TASK_INFO", "globalTaskId"))
 API_TYPE_OP = 50001  # ENUM_API_TYPE's documented id of `op`, used when the file has no ENUM_API_TYPE
 COMMUNICATION_CORE = "COMMUNICATION"
 _MAX_NS = int(MAX_TIME_US * 1000)
@@ -71,6 +77,11 @@ def _ns(column: str) -> str:
             f"AND length({column}) <= 19 THEN CAST({column} AS INTEGER) END, {_MISSING})")
 
 
+def _quoted(name: str) -> str:
+    """An SQL identifier in double quotes, a quote inside it doubled (a table may be named `we"ird`)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 DB_BYTES = 64 * 1024**3  # far beyond any profiler export; SQLite itself reads only the pages a query needs
 
 
@@ -84,11 +95,26 @@ class _Db:
         try:
             self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
             tables = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            self.columns = {t: {r[1] for r in self.conn.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+            self.columns = {t: {r[1] for r in self.conn.execute(f"PRAGMA table_info({_quoted(t)})")}
+                            for t in tables}
         except sqlite3.Error as err:
             raise UserError(f"{path}: not an SQLite database ({err})") from None
         for table, needed in REQUIRED.items():
             self._check(table, needed, required=True)
+        for table, key in UNIQUE_KEYS:
+            self._check_unique(table, key)
+
+    def _check_unique(self, table: str, key: str) -> None:
+        found = self.query(f"SELECT {_quoted(key)} AS k FROM {_quoted(table)} WHERE {_quoted(key)} IS NOT NULL "
+                           f"GROUP BY {_quoted(key)} HAVING count(*) > 1 LIMIT 1")
+        if len(found):
+            shown = repr(found["k"].tolist()[0])
+            raise UserError(f"{self.path}: table {table} repeats its key {key} ({shown[:40]}); a profiler export "
+                            "holds each once, and a join on a repeated key would multiply its rows")
+
+    def rows(self, table: str) -> int:
+        """How many rows `table` holds (the cap of a query reading it)."""
+        return int(self.query(f"SELECT count(*) AS n FROM {_quoted(table)}")["n"].iloc[0])
 
     def _check(self, table: str, needed: tuple[str, ...], required: bool) -> bool:
         if table not in self.columns:
@@ -110,10 +136,22 @@ class _Db:
         newer or older schema)."""
         return _ns(f"{alias}.{column}") if column in self.columns[table] else str(_MISSING)
 
-    def query(self, sql: str, params: tuple = ()) -> pd.DataFrame:
+    def query(self, sql: str, params: tuple = (), most: tuple[str, int] | None = None) -> pd.DataFrame:
+        """The rows of `sql`; with `most` (table, its row count), more rows than that table holds is a
+        one-line UserError instead of a fetch that grows with a join's product."""
         try:
             cursor = self.conn.execute(sql, params)
-            return pd.DataFrame(cursor.fetchall(), columns=[d[0] for d in cursor.description])
+            if most is None:
+                fetched = cursor.fetchall()
+            else:
+                table, limit = most
+                fetched = []
+                while chunk := cursor.fetchmany(10_000):
+                    fetched += chunk
+                    if len(fetched) > limit:
+                        raise UserError(f"{self.path}: reading table {table} gives more rows than its {limit:,} "
+                                        "(a key it is joined on repeats); not a profiler export this reader takes")
+            return pd.DataFrame(fetched, columns=[d[0] for d in cursor.description])
         except sqlite3.Error as err:
             raise UserError(f"{self.path}: cannot read it ({err})") from None
 
@@ -151,7 +189,7 @@ def _kernels(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
            f"{db.column('TASK', 't', 'streamId')} AS stream, {db.column('TASK', 't', 'connectionId')} AS conn, "
            f"{', '.join(selects)} FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId{joins} "
            "ORDER BY start_ns, t.rowid")
-    return _usable(db.query(sql), "TASK", skipped)
+    return _usable(db.query(sql, most=("TASK", db.rows("TASK"))), "TASK", skipped)
 
 
 def _collectives(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
@@ -163,7 +201,7 @@ def _collectives(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
     sql = (f"SELECT o.rowid AS row, {_ns('o.startNs')} AS start_ns, {_ns('o.endNs')} AS end_ns, "
            f"{db.column('COMMUNICATION_OP', 'o', 'connectionId')} AS conn, {name} AS name, {op_type} AS op_type "
            f"FROM COMMUNICATION_OP o{name_join}{type_join} ORDER BY start_ns, o.rowid")
-    return _usable(db.query(sql), "COMMUNICATION_OP", skipped)
+    return _usable(db.query(sql, most=("COMMUNICATION_OP", db.rows("COMMUNICATION_OP"))), "COMMUNICATION_OP", skipped)
 
 
 def _host_ops(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
@@ -181,7 +219,7 @@ def _host_ops(db: _Db, skipped: SkippedEvents) -> pd.DataFrame:
            f"{db.column('PYTORCH_API', 'p', 'globalTid')} AS global_tid, "
            f"{db.column('PYTORCH_API', 'p', 'connectionId')} AS link, {name} AS name "
            f"FROM PYTORCH_API p{join}{where} ORDER BY start_ns, p.rowid")
-    return _usable(db.query(sql, params), "PYTORCH_API", skipped)
+    return _usable(db.query(sql, params, most=("PYTORCH_API", db.rows("PYTORCH_API"))), "PYTORCH_API", skipped)
 
 
 def _step_ids(db: _Db, starts: np.ndarray) -> list[int | None]:
@@ -271,6 +309,21 @@ def _view(kernels: pd.DataFrame, collectives: pd.DataFrame, host: pd.DataFrame,
     return assemble_view([threads[t] for t in tid.tolist()], keys, durs.tolist(), kinds, names, tasks)
 
 
+def _check_links(db: _Db, host: pd.DataFrame, links: pd.DataFrame) -> None:
+    """The host op <-> CONNECTION_IDS merge `_view` does gives no more rows than CONNECTION_IDS holds when each
+    op's connectionId is its own (as in a real export); a crafted file repeating them would multiply it."""
+    if not len(links) or not len(host):
+        return
+    ops = pd.Series(host["link"].to_numpy(dtype=np.int64)).value_counts()
+    linked = pd.Series(links["id"].to_numpy(dtype=np.int64)).value_counts()
+    common = ops.index.intersection(linked.index).difference([_MISSING])
+    size = int((ops[common] * linked[common]).sum())
+    if size > len(links):
+        raise UserError(f"{db.path}: joining PYTORCH_API.connectionId to CONNECTION_IDS.id gives {size:,} rows, more "
+                        f"than CONNECTION_IDS' {len(links):,} (a connectionId repeats); not a profiler export this "
+                        "reader takes")
+
+
 def read_ascend_db(path: Path) -> AscendDb:
     """Read one ascend_pytorch_profiler_*.db (module docstring); UserError for a file that is not one."""
     db = _Db(Path(path))
@@ -288,6 +341,7 @@ def read_ascend_db(path: Path) -> AscendDb:
         links = (db.query(f"SELECT {db.column('CONNECTION_IDS', 'l', 'id')} AS id, "
                           f"{db.column('CONNECTION_IDS', 'l', 'connectionId')} AS connectionId FROM CONNECTION_IDS l")
                  if has_host and db.has("CONNECTION_IDS") else pd.DataFrame(columns=["id", "connectionId"]))
+        _check_links(db, host, links)
         view = _view(kernels, collectives, host, links)
         if "Type" in details.all_na_columns:
             level = "Level0"

@@ -13,12 +13,14 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from perfbench.bounded_files import METADATA_BYTES, read_capped
 from perfbench.errors import UserError
 from perfbench.git_refs import recorded_commit_problem
 from perfbench.results.validation import record_error
 from perfbench.results.verdicts import Verdict
 
 AB_FILE = "ab.json"
+AB_BYTES: Final = METADATA_BYTES  # an ab.json holds a few hundred pairs: kilobytes; the cap is a sanity bound
 AB_VERSION = 2
 AB_KIND: Final = "perfbench ab"
 # version 1 wrote no level: every one of its verdicts and looks was decided at 95% (analysis/stats.py CI_LEVEL
@@ -182,7 +184,7 @@ def read_ab_record(folder: Path, name: str | None = None) -> ABRecord:
     path = Path(folder) / AB_FILE
     where = name or str(path)
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(read_capped(path, AB_BYTES))
     except (OSError, ValueError, RecursionError) as err:
         raise UserError(f"{where}: unreadable {AB_FILE} ({' '.join(str(err).split())})") from None
     if not isinstance(raw, dict) or raw.get("kind", AB_KIND) != AB_KIND:

@@ -20,22 +20,25 @@ tests answer from the commit's content.
 
 from __future__ import annotations
 
-import json
+import math
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from perfbench.bounded_files import MiB, load_json
 from perfbench.errors import UserError
 from perfbench.git_refs import END_OF_OPTIONS, checked_sha, git_command, resolve_commit
 from perfbench.lifecycle import Interrupted
 from perfbench.results import atomic_write_json
 from perfbench.results.ab_record import ABRecord
+from perfbench.results.validation import record_error
 from perfbench.results.verdicts import INCONCLUSIVE, SLOWER
 
 STATE_FILE = "bisect.json"
+STATE_BYTES = 16 * MiB  # a bisect of 1,000 commits writes ~500 KB; the cap refuses a file before it is read
 EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 Label = Literal["good", "bad", "skip"]
 
@@ -45,7 +48,7 @@ class Comparison(BaseModel):
 
     base: str
     head: str
-    code: int
+    code: Literal[0, 1, 2, 3]  # EXIT_PASS, EXIT_FAIL, EXIT_INPUT, EXIT_INCONCLUSIVE
     ratio: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -54,12 +57,30 @@ class Comparison(BaseModel):
     base_trace: str | None = None  # traces the comparison left, for `perfbench diff`
     head_trace: str | None = None
 
+    @field_validator("ratio", "ci_low", "ci_high")
+    @classmethod
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"must be a finite positive head/base ratio, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _ratio_with_its_interval(self) -> Comparison:
+        given = [v is not None for v in (self.ratio, self.ci_low, self.ci_high)]
+        if any(given) and not all(given):
+            raise ValueError("ratio, ci_low and ci_high are given together or not at all")
+        if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
+            raise ValueError(f"ci_low {self.ci_low!r} is above ci_high {self.ci_high!r}")
+        return self
+
     @property
     def label(self) -> Label:
         return {EXIT_FAIL: "bad", EXIT_PASS: "good"}.get(self.code, "skip")  # type: ignore[return-value]
 
     def text(self) -> str:
-        ratio = f"head/base {self.ratio:.3f}x [{self.ci_low:.3f}, {self.ci_high:.3f}]" if self.ratio else ""
+        ratio = ""
+        if self.ratio is not None and self.ci_low is not None and self.ci_high is not None:
+            ratio = f"head/base {self.ratio:.3f}x [{self.ci_low:.3f}, {self.ci_high:.3f}]"
         return "; ".join(part for part in (ratio, self.reason) if part)
 
 
@@ -115,18 +136,44 @@ def first_parent_range(repo: Path, good: str, bad: str) -> tuple[str, str, list[
 
 
 def load_state(path: Path, fresh: BisectState) -> BisectState:
-    """The saved state when it is the same bisect; a state of another bisect is refused."""
-    if not path.is_file():
+    """The saved state when it is the same bisect; a state of another bisect is refused. The file is someone's
+    to edit: it is read size- and depth-capped (STATE_BYTES, bounded_files.MAX_DEPTH) and validated as a `BisectState`,
+    its steps must compare this bisect's commits and name traces inside its folder; anything else is one line
+    naming the file and the field."""
+    if not path.exists() and not path.is_symlink():
         return fresh
+    if not path.is_file():
+        raise UserError(f"{path}: not a regular file; a bisect's state is a JSON file (choose another --out)")
+    # size-capped before a byte is read, depth-capped (MAX_DEPTH) by a linear scan before the decoder recurses
+    raw = load_json(path, STATE_BYTES)
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: unreadable bisect state: not a JSON object")
     try:
-        saved = BisectState.model_validate(json.loads(path.read_text()))
-    except (ValueError, ValidationError) as err:
-        raise UserError(f"{path}: unreadable bisect state ({str(err).splitlines()[0]})") from None
+        saved = BisectState.model_validate(raw)
+    except ValidationError as err:
+        raise UserError(f"{path}: unreadable bisect state: {record_error(err, '', BisectState).lstrip('.')}") from None
     asked = (fresh.good, fresh.bad, fresh.scenario, fresh.metric, fresh.commits, fresh.overrides)
     if (saved.good, saved.bad, saved.scenario, saved.metric, saved.commits, saved.overrides) != asked:
         raise UserError(f"{path}: holds another bisect ({saved.good[:10]}..{saved.bad[:10]}, {saved.scenario}, "
                         f"{saved.metric}); choose another --out")
+    _check_steps(path, saved)
     return saved
+
+
+def _check_steps(path: Path, state: BisectState) -> None:
+    """Each stored step compares two commits of this bisect (GOOD and the listed ones) and names traces only
+    inside the bisect's folder (a state naming /etc/passwd as a trace would have it read)."""
+    known, folder = {state.good, *state.commits}, path.parent.resolve()
+    for i, step in enumerate(state.steps):
+        for name in ("base", "head"):
+            if getattr(step, name) not in known:
+                raise UserError(f"{path}: unreadable bisect state: steps[{i}].{name}: "
+                                f"{getattr(step, name)[:40]!r} is not a commit of this bisect")
+        for name in ("base_trace", "head_trace"):
+            trace = getattr(step, name)
+            if trace is not None and not Path(trace).resolve().is_relative_to(folder):
+                raise UserError(f"{path}: unreadable bisect state: steps[{i}].{name}: {trace[:80]!r} is not inside "
+                                f"{folder}")
 
 
 class Bisect:
@@ -248,7 +295,12 @@ def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_t
         if record.status == "interrupted":
             raise KeyboardInterrupt(record.stopped)
         code, ratio, low, high = verdict_code(record, metric)
-        return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=low, ci_high=high, folder=str(out))
+        try:
+            return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=low, ci_high=high,
+                              folder=str(out))
+        except ValidationError:  # an ab.json whose interval is no finite positive one: its code, not its numbers
+            return Comparison(base=base, head=head, code=code, folder=str(out),
+                              reason=f"head/base {ratio!r} [{low!r}, {high!r}] is not a finite interval")
 
     return compare
 

@@ -39,7 +39,7 @@ PROCESS_CALLS = {
     "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
 }
 # perfbench's own functions that pass their arguments on to a process: their callers are call sites too
-STARTERS = {("perfbench/run/arms.py", "_git"), ("perfbench/tools/bisect.py", "_git"),
+STARTERS = {("perfbench/run/arms.py", "_git"), ("perfbench/run/arms.py", "_run"), ("perfbench/tools/bisect.py", "_git"),
             ("perfbench/measure/git_state.py", "_git"), ("perfbench/history/git_order.py", "_git"),
             ("perfbench/run/launcher.py", "start_in_group"),
             ("perfbench/run/launcher.py", "run_process"), ("perfbench/run/worker_process.py", "WorkerProcess")}
@@ -58,6 +58,8 @@ AUDITED: dict[tuple[str, str, str], tuple[str, ...]] = {
     ("perfbench/history/git_order.py", "first_parent_order", "_git"): ("END_OF_OPTIONS", "scope:if not is_sha(sha)"),
     ("perfbench/history/git_order.py", "commit_date", "_git"): ("END_OF_OPTIONS", "scope:if not is_sha(sha)"),
     ("perfbench/history/git_order.py", "resolve_ref", "_git"): ("END_OF_OPTIONS",),
+    # stored shas on stdin, each checked to be hex first (stdin carries nothing else)
+    ("perfbench/history/git_order.py", "topo_ranks", "subprocess.run"): ("git_command(", "scope:if is_sha(sha)"),
     # passes its arguments on; every caller below is audited
     ("perfbench/measure/git_state.py", "_git", "subprocess.run"): ("stdin=subprocess.DEVNULL",),
     ("perfbench/measure/git_state.py", "git_state", "_git"): (CONSTANTS,),
@@ -65,8 +67,12 @@ AUDITED: dict[tuple[str, str, str], tuple[str, ...]] = {
     ("perfbench/run/arms.py", "repository_of", "_git"): (CONSTANTS,),
     ("perfbench/run/arms.py", "_arm", "_git"): ('"--"', "checked_sha("),  # worktree add; the rest constants
     ("perfbench/run/arms.py", "prune_stale", "_git"): (CONSTANTS,),
-    # a worktree path from `git worktree list`: after --, absolute
-    ("perfbench/run/arms.py", "_remove_worktree", "subprocess.run"): ('"--"', ".absolute()"),
+    ("perfbench/run/arms.py", "_run", "subprocess.run"): ("git_command(", "stdin=subprocess.DEVNULL"),
+    ("perfbench/run/arms.py", "_token_of", "_run"): (CONSTANTS,),
+    ("perfbench/run/arms.py", "_user_changes", "_run"): (CONSTANTS,),
+    # a worktree path from `git worktree list` (or the one just added): after --, absolute
+    ("perfbench/run/arms.py", "_remove_worktree", "_run"): ('"--"', ".absolute()"),
+    ("perfbench/run/arms.py", "_arm", "_run"): ('"--"', ".absolute()"),
     ("perfbench/tools/bisect.py", "_git", "subprocess.run"): ("git_command(", "stdin=subprocess.DEVNULL"),
     ("perfbench/tools/bisect.py", "first_parent_range", "_git"): ("END_OF_OPTIONS",),
     # the worker's and torchrun's options: values from a spec or a scenario joined to their option
@@ -264,7 +270,7 @@ def test_git_reads_a_ref_as_a_revision_never_as_an_option(tmp_path: Path, shape:
             first_parent_range(REPO, ref, "HEAD")
         (tmp_path / "arms").mkdir()
         with pytest.raises(UserError, match="is not a commit"):
-            _arm("base", ref, REPO, tmp_path / "arms")
+            _arm("base", ref, REPO, tmp_path / "arms", "0" * 32)
     assert not target.exists()
 
 

@@ -234,17 +234,7 @@ def test_a_signal_saves_the_pairs_removes_the_worktrees_and_exits_with_its_own_c
     assert not _perfbench_worktrees()
 
 
-def test_a_stale_worktree_of_a_killed_job_is_pruned(tmp_path: Path):
-    # a job killed by SIGKILL left its worktree registered; its owner pid is gone
-    root = Path(ab_arms.tempfile.mkdtemp(prefix=ab_arms.ROOT_PREFIX))
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    (root / ab_arms.OWNER_FILE).write_text(f"{dead.pid}\n")
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(root / "worktree-base"),
-                    "HEAD"], check=True)
-    assert _perfbench_worktrees()
-    removed = ab_arms.prune_stale(REPO)
-    assert removed == [root / "worktree-base"] and not root.exists() and not _perfbench_worktrees()
+# stale worktrees of killed jobs, and the worktrees ab must never remove: tests/perfbench/run/test_ab_worktrees.py
 
 
 def test_two_jobs_into_one_folder_are_refused(tmp_path: Path):
