@@ -34,23 +34,27 @@ def _history(path: Path, count: int = 5, slow_from: int = 3) -> list[str]:
 @pytest.fixture
 def finished(tmp_path, monkeypatch):
     """A real bisect of 5 commits (ab jobs answered from cost.txt), finished: (its folder, its shas, the calls
-    a later run_ab gets)."""
+    a later ab_job gets)."""
     repo = tmp_path / "repo"
     shas = _history(repo)
     calls: list = []
 
-    def run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+    def ab_job(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+        from perfbench.results.ab_record import ABRecord
+        from perfbench.run.ab import ABOutcome
+
         calls.append((base, head))
         cost = [float(subprocess.run(["git", "-C", str(repo), "show", f"{sha}:cost.txt"], capture_output=True,
                                      text=True, check=True).stdout) for sha in (base, head)]
         ratio = cost[1] / cost[0]
         Path(out_dir).mkdir(parents=True)
-        (Path(out_dir) / "ab.json").write_text(json.dumps({"verdicts": {"r1": {"tpot_ms": {
+        record = ABRecord.model_validate({"verdicts": {"r1": {"tpot_ms": {
             "ratio": ratio, "ci_low": ratio * 0.97, "ci_high": ratio * 1.03, "pairs": 30,
-            "verdict": "slower" if ratio > 1.05 else "same"}}}}))
-        return 1 if ratio > 1.05 else 0
+            "verdict": "slower" if ratio > 1.05 else "same"}}}})
+        (Path(out_dir) / "ab.json").write_text(record.model_dump_json())
+        return ABOutcome(record, Path(out_dir), 1 if ratio > 1.05 else 0)
 
-    monkeypatch.setattr("perfbench.run.ab.run_ab", run_ab)
+    monkeypatch.setattr("perfbench.run.ab.ab_job", ab_job)
     monkeypatch.chdir(repo)
     out = tmp_path / "out"
     first = CliRunner().invoke(main, ["bisect", shas[0], shas[4], "--out", str(out)])
@@ -143,12 +147,16 @@ def test_an_ab_record_with_an_infinite_interval_is_stored_without_it(tmp_path, m
     why it has no ratio, rather than stopping the bisect with a traceback."""
     from perfbench.tools.bisect import ab_comparator
 
-    def run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
-        Path(out_dir).mkdir(parents=True)
-        (Path(out_dir) / "ab.json").write_text('{"verdicts": {"r1": {"tpot_ms": {"ratio": 1.4, "ci_low": 1.1, '
-                                               '"ci_high": Infinity, "verdict": "slower"}}}}')
-        return 1
+    def ab_job(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+        from perfbench.results.ab_record import ABRecord
+        from perfbench.run.ab import ABOutcome
 
-    monkeypatch.setattr("perfbench.run.ab.run_ab", run_ab)
+        Path(out_dir).mkdir(parents=True)
+        record = ABRecord.model_validate({"verdicts": {"r1": {"tpot_ms": {"ratio": 1.4, "ci_low": 1.1,
+                                                                         "ci_high": float("inf"),
+                                                                         "verdict": "slower"}}}})
+        return ABOutcome(record, Path(out_dir), 1)
+
+    monkeypatch.setattr("perfbench.run.ab.ab_job", ab_job)
     step = ab_comparator(None, "tpot_ms", [], 60.0)("a" * 40, "b" * 40, tmp_path / "job")
     assert step.code == 1 and step.ratio is None and "not a finite interval" in step.text()
