@@ -13,6 +13,7 @@ from typing import Any
 
 from perfbench.bounded_files import METADATA_BYTES, TRACE_BYTES, load_json, loads_json, read_capped
 from perfbench.errors import UserError
+from perfbench.results.env_allowlist import masked_values
 from perfbench.results.run_record import CSV_COLUMNS, RunResult
 
 _TRIES = 100
@@ -106,7 +107,7 @@ def _read_json_object(path: Path) -> dict[str, Any] | None:
         data = load_json(path, METADATA_BYTES)
     except UserError:  # unreadable, too big or too deep: as absent
         return None
-    return data if isinstance(data, dict) else None
+    return masked_values(data) if isinstance(data, dict) else None  # scenario.json: no credential read back
 
 
 def load_folder(path: str | Path, name: str | None = None) -> ResultFolder:
