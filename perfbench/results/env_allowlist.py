@@ -61,7 +61,9 @@ CREDENTIAL_VALUE = re.compile(
     r"|[^\s/@=,;]+@[^\s@]"  # token@host: no allowed variable names a user
     r"|(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|xox[abpors]-|glpat-|hf_[A-Za-z0-9]{8}|sk-[A-Za-z0-9_-]{8}|"
     r"npm_[A-Za-z0-9]{8}|AIza[A-Za-z0-9_-]{8}|(?:AKIA|ASIA)[A-Z0-9]{12}|eyJ[A-Za-z0-9_-]{8})"  # known tokens
-    r"|(?:^|[?&;,\s])(?:sig|signature|token|access_token|password|passwd|pwd|secret|api_?key|auth)="  # key=
+    r"|%3A[^\s@]*%40"  # user%3Apassword%40host: the same, percent-encoded
+    r"|(?:^|[?&;,\s])(?:sig|signature|token|tok|access_token|password|passwd|pwd|pass|secret|api_?key|auth)="  # key=
+    r"|(?:^|[?&;,\s/])(?:password|passwd|secret|token|api_?key)\s*:"  # password: ... in a value
     r"|\bbearer\s+\S",  # an Authorization header's value
     re.IGNORECASE)
 TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_]{20,}")  # a random token's alphabet (base64); - and . split ids and hosts
