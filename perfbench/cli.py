@@ -18,6 +18,7 @@ from perfbench.emulation.npu.platforms import PLATFORMS as EMULATED_NPU_PLATFORM
 from perfbench.errors import UserError
 from perfbench.lifecycle import exit_on_signal
 from perfbench.output_paths import check_output_dir, check_output_file, os_error_line
+from perfbench.terminal_text import echo, escaped
 
 if TYPE_CHECKING:
     from perfbench.results.ab_record import ABRecord
@@ -34,16 +35,16 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except USER_ERRORS as err:
-            click.echo(f"error: {err}", err=True)
+            echo(f"error: {escaped(err)}", err=True)
             sys.exit(2)
         except ModuleNotFoundError as err:
             if err.name != "torch":  # a missing module of perfbench's own is a bug: its traceback says where
                 raise
-            click.echo("error: torch is not installed: `pip install torch==2.13.0` (the CPU build; on an NPU "
+            echo("error: torch is not installed: `pip install torch==2.13.0` (the CPU build; on an NPU "
                        "machine the torch that torch_npu names)", err=True)
             sys.exit(2)
         except OSError as err:
-            click.echo(f"error: {os_error_line(err)}", err=True)
+            echo(f"error: {escaped(os_error_line(err))}", err=True)
             sys.exit(2)
 
     return wrapper
@@ -96,7 +97,7 @@ def _report_after_run() -> Callable[[Path, Any], None]:
 def _activate_emulator(platform: str) -> None:
     from perfbench.emulation.npu import activate
 
-    click.echo(f"emulated npu ({platform}): NPU code paths run on CPU; timings are CPU timings", err=True)
+    echo(f"emulated npu ({platform}): NPU code paths run on CPU; timings are CPU timings", err=True)
     activate(platform)
 
 
@@ -196,7 +197,7 @@ def _ab_ci_outputs(record: ABRecord, junit: str | None, comment: str | None) -> 
 
     for line in write_ci_outputs("perfbench ab", ab_markdown(record), ab_checks(record),
                                  Path(junit) if junit else None, Path(comment) if comment else None):
-        click.echo(line, err=True)
+        echo(line, err=True)
 
 
 @main.command()
@@ -244,7 +245,7 @@ def report(folder: str) -> None:
     check_output_file(Path(folder) / "report.html", "FOLDER")
     check_output_dir(Path(folder) / "report", "FOLDER")
     path = build_report(Path(folder))
-    click.echo(f"report: {path}")
+    echo(f"report: {path}")
 
 
 @main.command()
@@ -263,7 +264,7 @@ def compare(a: str, b: str, out_dir: str | None, bands: tuple[str, ...]) -> None
 
     given = dict(parse_band(text) for text in bands)
     check_output_dir(out_dir or b, "--out" if out_dir else "B (compare.html goes there)")
-    click.echo(compare_folders(Path(a), Path(b), Path(out_dir) if out_dir else Path(b), {**DEFAULT_BANDS, **given}))
+    echo(compare_folders(Path(a), Path(b), Path(out_dir) if out_dir else Path(b), {**DEFAULT_BANDS, **given}))
 
 
 @main.command()
@@ -299,7 +300,7 @@ def gate(baseline: str | None, current: str, rules: str | None, summary: str | N
     def outputs(report: GateReport) -> None:
         for line in write_ci_outputs("perfbench gate", report.markdown(), gate_checks(report),
                                      Path(junit) if junit else None, Path(comment) if comment else None):
-            click.echo(line, err=True)
+            echo(line, err=True)
 
     sys.exit(run_gate(Path(baseline) if baseline else None, Path(current), Path(rules) if rules else None,
                       Path(summary) if summary else None, outputs, confirm_suspects=confirm))
@@ -327,7 +328,7 @@ def baseline_save(folder: str, dest: str, force: bool, allow_failed: bool, allow
 
     check_output_dir(dest, "DEST")
     saved = save_baseline(Path(folder), Path(dest), force=force, allow_failed=allow_failed, allow_dirty=allow_dirty)
-    click.echo(f"baseline: {saved}")
+    echo(f"baseline: {saved}")
 
 
 @main.command()
@@ -345,7 +346,7 @@ def trace(path: str, out_dir: str | None, export: str | None) -> None:
                      "--out" if out_dir else "the tables folder (default of --out)")
     if export:
         check_output_file(Path(export), "--export")
-    click.echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None, Path(export) if export else None))
+    echo(analyze_trace(Path(path), Path(out_dir) if out_dir else None, Path(export) if export else None))
 
 
 @main.command()
@@ -366,7 +367,7 @@ def diff(a: str, b: str, out_dir: str | None, by: tuple[str, ...], top: int) -> 
 
     check_output_dir(Path(out_dir) if out_dir else default_out(Path(b)),
                      "--out" if out_dir else "B's folder (default of --out)")
-    click.echo(diff_command(Path(a), Path(b), Path(out_dir) if out_dir else None, by or DEFAULT_BY, top))
+    echo(diff_command(Path(a), Path(b), Path(out_dir) if out_dir else None, by or DEFAULT_BY, top))
 
 
 @main.command()
@@ -433,7 +434,7 @@ def estimate(scenario: str, device: str | None, peaks: tuple[str, ...], override
 
     if out_dir:  # before the scenario is expanded and priced
         check_output_dir(out_dir, "--out")
-    click.echo(run_estimate(scenario, device, parse_overrides(peaks), Path(out_dir) if out_dir else None,
+    echo(run_estimate(scenario, device, parse_overrides(peaks), Path(out_dir) if out_dir else None,
                             overrides))
 
 
@@ -472,12 +473,12 @@ def crossover(scenario: str, toggle: str, axis: str, range_text: str | None, thr
     try:
         prior = roofline_prior(search, sorted({x for by_x in search.points.values() for x in by_x}))
     except UserError as err:
-        click.echo(f"roofline prior: not shown ({err})")
+        echo(f"roofline prior: not shown ({err})")
         prior = {}
     write_tables(search, rows, out, prior)
     for row in rows:
-        click.echo(f"{row.phase}: {row.crossing.text}")
-    click.echo(f"crossover: {out / 'crossover.csv'}, {out / 'crossings.csv'}, "
+        echo(f"{row.phase}: {row.crossing.text}")
+    echo(f"crossover: {out / 'crossover.csv'}, {out / 'crossings.csv'}, "
                f"{write_crossover_page(out, search, rows, prior)}")
 
 
@@ -502,8 +503,8 @@ def history_ingest(folders: tuple[str, ...], db: str | None, repo: str | None) -
     from perfbench.history.commands import ingest_command, store_line
     from perfbench.measure.git_state import REPO_DIR
 
-    click.echo(ingest_command([Path(f) for f in folders], db, Path(repo) if repo else REPO_DIR))
-    click.echo(store_line(db), err=True)  # after the work: an error stays the one line on stderr
+    echo(ingest_command([Path(f) for f in folders], db, Path(repo) if repo else REPO_DIR))
+    echo(store_line(db), err=True)  # after the work: an error stays the one line on stderr
 
 
 def _filters(family: str | None, scenario: str | None, machine: str | None, plan: str | None,
@@ -535,8 +536,8 @@ def history_show(db: str | None, family: str | None, scenario: str | None, machi
     """The stored series (a list), or one series point by point."""
     from perfbench.history.commands import show_command, store_line
 
-    click.echo(show_command(db, _filters(family, scenario, machine, plan, metric)))
-    click.echo(store_line(db), err=True)
+    echo(show_command(db, _filters(family, scenario, machine, plan, metric)))
+    echo(store_line(db), err=True)
 
 
 @history.command("changes")
@@ -558,9 +559,9 @@ def history_changes(db: str | None, family: str | None, scenario: str | None, ma
     from perfbench.history.commands import changes_command, store_line
     from perfbench.measure.git_state import REPO_DIR
 
-    click.echo(changes_command(db, _filters(family, scenario, machine, plan, metric), since, min_magnitude,
+    echo(changes_command(db, _filters(family, scenario, machine, plan, metric), since, min_magnitude,
                                Path(repo) if repo else REPO_DIR, as_json))
-    click.echo(store_line(db), err=True)
+    echo(store_line(db), err=True)
 
 
 @history.command("page")
@@ -586,9 +587,9 @@ def history_page(db: str | None, family: str | None, scenario: str | None, machi
     from perfbench.measure.git_state import REPO_DIR
 
     check_output_file(out, "--out")
-    click.echo(page_command(db, _filters(family, scenario, machine, plan, metric), Path(out), min_magnitude,
+    echo(page_command(db, _filters(family, scenario, machine, plan, metric), Path(out), min_magnitude,
                             commit_url, since, Path(repo) if repo else REPO_DIR))
-    click.echo(store_line(db), err=True)
+    echo(store_line(db), err=True)
 
 
 @history.command("forget")
@@ -601,8 +602,8 @@ def history_forget(targets: tuple[str, ...], db: str | None) -> None:
     commit SHA (a prefix of 4 or more hex digits)."""
     from perfbench.history.commands import forget_command, store_line
 
-    click.echo(forget_command(list(targets), db))
-    click.echo(store_line(db), err=True)
+    echo(forget_command(list(targets), db))
+    echo(store_line(db), err=True)
 
 
 @history.command("migrate")
@@ -613,8 +614,8 @@ def history_migrate(db: str | None) -> None:
     """Bring the store to this perfbench's schema (what an ingest does first; reads never migrate)."""
     from perfbench.history.commands import migrate_command, store_line
 
-    click.echo(migrate_command(db))
-    click.echo(store_line(db), err=True)
+    echo(migrate_command(db))
+    echo(store_line(db), err=True)
 
 
 @history.command("export")
@@ -628,8 +629,8 @@ def history_export(db: str | None, out: str | None) -> None:
 
     if out:
         check_output_file(out, "--out")
-    click.echo(export_command(db, Path(out) if out else None))
-    click.echo(store_line(db), err=True)
+    echo(export_command(db, Path(out) if out else None))
+    echo(store_line(db), err=True)
 
 
 @main.command("bisect")
@@ -658,8 +659,8 @@ def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str 
     check_output_dir(out, "--out")
     compare = ab_comparator(scenario, metric, list(overrides), max_time)  # usage errors: before anything is stored
     text, code = bisect_with_code(repository_of(Path.cwd()), good, bad, scenario or "ci_smoke", metric, out,
-                                  compare, say=lambda line: click.echo(line, err=True), overrides=list(overrides))
-    click.echo(text)
+                                  compare, say=lambda line: echo(line, err=True), overrides=list(overrides))
+    echo(text)
     sys.exit(code)
 
 
@@ -671,7 +672,7 @@ def list_(what: str) -> None:
     """List toggles, model presets, scenario options (with their help) or shipped scenarios."""
     from perfbench.tools.listing import listing
 
-    click.echo(listing(what))
+    echo(listing(what))
 
 
 if __name__ == "__main__":

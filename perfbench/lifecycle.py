@@ -15,6 +15,8 @@ import signal
 import sys
 from collections.abc import Iterator
 
+from perfbench.terminal_text import escaped
+
 
 class Interrupted(KeyboardInterrupt):
     """A signal that ends the command, raised where the program is; a KeyboardInterrupt so that every
@@ -73,5 +75,5 @@ def exit_on_signal(what: str = "perfbench") -> Iterator[None]:
         try:
             yield
         except KeyboardInterrupt as err:
-            print(interrupt_line(err, what), file=sys.stderr, flush=True)
+            print(escaped(interrupt_line(err, what)), file=sys.stderr, flush=True)
             raise SystemExit(exit_code_of(err)) from None

@@ -21,6 +21,7 @@ from model.toggles import TOGGLE_NAMES
 from perfbench.config.lengths import load_lengths
 from perfbench.config.model_limits import check_model_limits, check_shapes
 from perfbench.config.schema import (
+    Name,
     NonNegativeInt,
     OneOrMany,
     PositiveFloat,
@@ -292,7 +293,7 @@ class ClusterSection(Section):
 class PerfbenchSection(Section):
     PATH = "perfbench"
 
-    name: Text | None = Field(None, description="scenario name in results and report (default: the file name)")
+    name: Name | None = Field(None, description="scenario name in results and report (default: the file name)")
     device: Literal["auto", "cpu", "cuda", "npu"] = Field("auto", description="where runs execute; auto picks npu, "
                                                           "then cuda, then cpu")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(

@@ -26,6 +26,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from model.parallel_config import FIELDS as PARALLEL_FIELDS
 from perfbench.errors import UserError
+from perfbench.terminal_text import escaped
 
 # parallel_config keys the recipe has that ParallelConfig accepts and ignores
 PARALLEL_RECIPE_ONLY = ("dense_tp_size", "o_proj_tp_size", "cp_size", "offline_prefill_dp_group_size")
@@ -51,7 +52,21 @@ def _one_or_many(value: Any) -> Any:
     return value if value is None or isinstance(value, list) else [value]  # a scalar: a one-element list
 
 
+# control characters (C0, DEL, C1) and the format characters that reorder or hide text (U+202E, U+200B, ...)
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def name_value(value: Any) -> Any:
+    """A name that lands in file names, every output line and the report: printable text only."""
+    value = text_value(value)
+    if isinstance(value, str) and (found := _UNPRINTABLE.search(value)):
+        raise ValueAt(f"must be printable text, got the control character {escaped(found.group())} (at "
+                      f"{found.start()}); use letters, digits, - and _")
+    return value
+
+
 Text = Annotated[str, BeforeValidator(text_value)]
+Name = Annotated[str, BeforeValidator(name_value)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0.0)]

@@ -50,6 +50,7 @@ from perfbench.lifecycle import Interrupted
 from perfbench.results import ResultFolder, RunResult, atomic_write_text
 from perfbench.results.ab_record import ABRecord
 from perfbench.results.verdicts import FASTER, SAME
+from perfbench.terminal_text import printable
 
 # (base sha, head sha, scenario, out folder) -> the ab job's record
 ABRunner = Callable[[str, str, str, Path], ABRecord]
@@ -205,7 +206,7 @@ def _decide(suspects: list[CheckResult], baseline: ResultFolder, current: Result
         return each(UNCONFIRMED, "unconfirmed: the current folder records no scenario.json to rerun (a suspect "
                                  "alone fails only past what host speed can explain)")
     out = root / "ab"
-    print(f"gate --confirm: the confirming ab job runs in {out}", file=sys.stderr, flush=True)
+    print(printable(f"gate --confirm: the confirming ab job runs in {out}"), file=sys.stderr, flush=True)
     try:
         record = runner(base.sha, cur.sha, str(scenario), out)
     except UserError as err:

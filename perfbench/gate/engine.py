@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
 from perfbench.analysis import stats
 from perfbench.analysis.compare import match_runs
 from perfbench.analysis.rounds import merge_rounds
@@ -72,6 +70,7 @@ from perfbench.results.ab_record import is_ab_folder
 from perfbench.results.files import create_temp_folder
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.folder_owner import exclusive, not_written
+from perfbench.terminal_text import echo
 
 ENV_SPEC_KEYS = ("device", "dtype", "world_size", "model", "num_layers")
 # Keys of perfbench.environment.collect_environment, compared only where both runs recorded them. Software:
@@ -376,7 +375,7 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
     gate_rules = load_rules(rules) if rules is not None else default_rules()
     if is_ab_folder(current):  # both arms in one folder, decided from its pairs (gate/ab_folder.py)
         if baseline is not None:
-            click.echo(f"gate: --current {current} is a perfbench ab folder: its base arm is the baseline; "
+            echo(f"gate: --current {current} is a perfbench ab folder: its base arm is the baseline; "
                        f"--baseline {baseline} is not read", err=True)
         folder, checks = evaluate_ab(current, gate_rules)
         report = GateReport(folder, folder, gate_rules.source, checks)
@@ -388,8 +387,8 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
         refuse_mixed_emulation(base_folder, current_folder)
         report = evaluate(base_folder, current_folder, gate_rules)
         name = (current_folder.scenario or {}).get("name")
-        if confirm_suspects and isinstance(name, str) and name.isprintable():  # a name read from a file
-            click.echo(f"gate: confirming jobs: {detect_line(name)[0]}", err=True)
+        if confirm_suspects and isinstance(name, str):
+            echo(f"gate: confirming jobs: {detect_line(name)[0]}", err=True)
         if confirm_suspects:
             report.checks = confirm(report.checks, base_folder, current_folder, repo or Path.cwd(), runner)
             timed = any(c.kind in SUSPECT_KINDS for c in report.checks)  # only where suspects can arise
@@ -397,7 +396,7 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
                 report.warnings.append(warning)
         else:
             report.checks = [_unconfirmed_failure(c) for c in report.checks]
-    click.echo(report.terminal())
+    echo(report.terminal())
     if summary is not None:
         atomic_write_text(summary, report.markdown())
         atomic_write_json(summary.with_suffix(".json"), report.to_json())
@@ -500,8 +499,8 @@ def _check_clean(source: ResultFolder, folder: Path, allow_dirty: bool) -> None:
 def _write_baseline(source: ResultFolder, folder: Path, out: Path) -> None:
     results = list(source.runs.values())
     write_results(out, results)  # results.jsonl + results.csv from the (allow-listed) records
-    if (folder / "scenario.json").is_file():
-        atomic_write_text(out / "scenario.json", (folder / "scenario.json").read_text())
+    if source.scenario is not None:  # as read: credentials masked (results/env_allowlist.py masked_values)
+        atomic_write_json(out / "scenario.json", source.scenario)
     sha, sha_source = _git_sha(results)
     environments: dict[str, dict[str, Any]] = {}
     for r in results:

@@ -29,6 +29,8 @@ from perfbench.results.timestamps import utc_timestamp
 
 ADVISORY_LOCK = 0x70657266  # "perf": the one lock every PostgreSQL writer of a history store takes
 SHA_PREFIX = re.compile(r"[0-9a-f]{4,64}")
+# what SQLite says when it cannot write the file, its -wal or its -shm (a read-only mount or folder)
+READ_ONLY = re.compile(r"unable to open database file|readonly database|read-only file system", re.IGNORECASE)
 
 
 def _one_line(err: BaseException) -> str:
@@ -55,8 +57,12 @@ class Store:
         except UserError as err:
             raise UserError(f"--db {location.shown(self.db)}: {location.mask_in(str(err), self.db)}") from None
         except (DBAPIError, SQLAlchemyError) as err:
-            raise UserError(f"--db {location.shown(self.db)}: "
-                            f"{location.mask_in(_one_line(err), self.db)}") from None
+            line = _one_line(err)
+            if self.is_sqlite and READ_ONLY.search(line):
+                line = (f"{line}: the store or its folder is read-only (a read-only mount?); an SQLite store is "
+                        "kept in write-ahead-log mode, which needs its -wal and -shm files beside it even to read; "
+                        "copy it to a writable folder and give that to --db")
+            raise UserError(f"--db {location.shown(self.db)}: {location.mask_in(line, self.db)}") from None
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:

@@ -21,6 +21,7 @@ from perfbench.measure.environment import emulation_label
 from perfbench.measure.iteration import Workload, run_iteration
 from perfbench.measure.node_launch import is_result_writer
 from perfbench.results import RunSpec
+from perfbench.results.cells import csv_cells
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,7 +75,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         task_types = loaded.extra_tables.get("ascend_task_types")
         if task_types is not None:  # the advisor's aicpu-fallback reads it (Ascend traces only)
             tables.append(run_dir / "tables" / "ascend_task_types.csv")
-            task_types.to_csv(tables[-1], index=False, float_format="%.3f")
+            csv_cells(task_types).to_csv(tables[-1], index=False, float_format="%.3f")
         roofline_error = None
         try:
             tables += roofline_tables(model, events, workload, spec, caps, run_dir / "tables")
@@ -101,7 +102,7 @@ def profile_iteration(model: Qwen3_5MoeForCausalLM, ids: torch.Tensor, seq_lens:
         if multi_rank:
             steps = per_rank_steps(rank_folder_events(run_dir / "trace", prefer))
             tables.append(run_dir / "tables" / "per_rank_steps.csv")
-            steps.to_csv(tables[-1], index=False, float_format="%.3f")
+            csv_cells(steps).to_csv(tables[-1], index=False, float_format="%.3f")
             record["cluster"] = cluster_record(steps)
         record["tables"] = [str(p.relative_to(run_dir)) for p in tables]
         return record

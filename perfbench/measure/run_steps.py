@@ -18,9 +18,11 @@ perfbench/measure/blocks.py):
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,21 +86,71 @@ class Reference:
     logits: torch.Tensor
     routing: list[RoutedCall]
     taps: list[LayerTap]
+    source: str = ""  # the cached file it was read from ("" when decoded in this run)
+    note: str = ""  # why a cached file was not used, when it was decoded anew
 
 
-def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None) -> Reference:
+def _new_file_mode() -> int:
+    """The mode a new file of this process gets: 0666 less the umask (read without changing it)."""
+    status = Path("/proc/self/status")
+    text = status.read_text() if status.is_file() else ""
+    line = next((x for x in text.splitlines() if x.startswith("Umask:")), "")
+    mask = int(line.split()[1], 8) if line else 0o022
+    return 0o666 & ~mask
+
+
+def _cached_reference(path: Path, workload: Workload, vocab: int) -> Reference:
+    """The reference cached at `path`, its keys and logits checked against the workload; anything wrong is a
+    RuntimeError naming the file (damaged, cut short or edited by hand)."""
+    from safetensors.torch import load_file
+
+    def broken(why: str) -> RuntimeError:
+        return RuntimeError(f"the cached reference {path} cannot be used ({why})")
+
+    try:
+        tensors = load_file(str(path))
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types for a damaged file
+        raise broken(f"{type(err).__name__}: {' '.join(str(err).split())[:200]}") from None
+    logits = tensors.get("logits")
+    want = (len(workload.prompts), workload.output_len, vocab)
+    if logits is None or not logits.is_floating_point() or tuple(logits.shape) != want:
+        got = "no logits" if logits is None else f"logits {tuple(logits.shape)} {logits.dtype}"
+        raise broken(f"{got}, where this workload needs floating-point logits {want}")
+    count = tensors.get("tap.count")
+    taps = []
+    if count is not None:
+        if count.numel() != 1 or not 0 <= int(count) <= sum(k.startswith("tap.") for k in tensors):
+            raise broken(f"tap.count {count.flatten()[:1].tolist()} does not match its taps")
+        missing = [k for i in range(int(count)) for k in (f"tap.{i}.inputs", f"tap.{i}.outputs") if k not in tensors]
+        if missing:
+            raise broken(f"{missing[0]} is missing")
+        taps = [LayerTap(tensors[f"tap.{i}.inputs"], tensors[f"tap.{i}.outputs"], force=False)
+                for i in range(int(count))]
+    try:
+        routing = routing_from_tensors(tensors)
+    except (KeyError, ValueError, RuntimeError) as err:
+        raise broken(f"its routing log: {type(err).__name__}: {err}") from None
+    return Reference(logits, routing, taps, source=str(path))
+
+
+def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cache_dir: Path | None,
+                      vocab: int) -> Reference:
     """The all-off model's logits, routing and layer taps for this workload, computed once per sweep (kept as
     safetensors beside the runs, so later runs of the same shape load them instead of decoding the slow unfused
     model again)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     path = cache_dir / f"{reference_key(spec)}.safetensors" if cache_dir is not None else None
+    note = ""
     if path is not None and path.is_file():
-        tensors = load_file(str(path))
-        taps = [LayerTap(tensors[f"tap.{i}.inputs"], tensors[f"tap.{i}.outputs"], force=False)
-                for i in range(int(tensors["tap.count"]))] if "tap.count" in tensors else []
-        return Reference(tensors["logits"], routing_from_tensors(tensors), taps)
+        try:
+            return _cached_reference(path, workload, vocab)
+        except RuntimeError as err:  # a cache: decoded anew and replaced, and the numerics record say so
+            note = f"{err}: decoded anew, and the file replaced"
+            print(f"perfbench: {note}", file=sys.stderr, flush=True)
     reference = _decode_reference(spec, caps, workload)
+    if note:
+        reference = dataclasses.replace(reference, note=note)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # runs in parallel (ray executor) may race here
@@ -106,6 +158,7 @@ def all_off_reference(spec: RunSpec, caps: Capabilities, workload: Workload, cac
                        for part in ("inputs", "outputs")}
         save_file({"logits": reference.logits.contiguous(), **routing_to_tensors(reference.routing), **tap_tensors,
                    "tap.count": torch.tensor(len(reference.taps))}, str(tmp))
+        tmp.chmod(_new_file_mode())  # safetensors writes 0600; the folder's other files are as the umask gives
         tmp.replace(path)
     return reference
 
@@ -134,22 +187,32 @@ def numerics_against_reference(run: PreparedRun) -> Numerics:
     assert run.reference is not None
     reference = run.reference
     described = ("all toggles off, same weights, same process; the run replays its greedy tokens, expert choices "
-                 "and layer inputs")
+                 "and layer inputs" + (f" ({reference.note})" if reference.note else ""))
     try:
         if not reference.taps:
             raise ValueError("it recorded no layer inputs (a reference file from an older perfbench)")
         replay = Replay.of(reference.logits.argmax(-1), reference.routing, run.model.config.num_hidden_layers,
                            run.model.device, layer_inputs=[t.inputs for t in reference.taps])
     except ValueError as err:
-        return Numerics(not_compared=f"the reference cannot be replayed: {err}", reference=described)
+        where = f" (the cached {reference.source}: delete it and measure again into a new --out)" \
+            if reference.source else ""
+        return Numerics(not_compared=f"the reference cannot be replayed: {err}{where}", reference=described)
     capture = Capture()
-    with run.model.routing_log.recording() as log:
-        it = run_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload.output_len, keep_logits=True,
-                           replay=replay, capture=capture)
-    assert it.logits is not None
-    agreement = compare_replayed([t.outputs for t in capture.taps], [t.outputs for t in reference.taps],
-                                 it.logits, reference.logits, run.seq_lens)
-    flips = rounding_flips(reference.routing, log.calls)
+    try:
+        with run.model.routing_log.recording() as log:
+            it = run_iteration(run.model, run.ids, run.seq_lens, run.cache, run.workload.output_len,
+                               keep_logits=True, replay=replay, capture=capture)
+        assert it.logits is not None
+        agreement = compare_replayed([t.outputs for t in capture.taps], [t.outputs for t in reference.taps],
+                                     it.logits, reference.logits, run.seq_lens)
+        flips = rounding_flips(reference.routing, log.calls)
+    except (RuntimeError, IndexError, ValueError) as err:
+        if not reference.source:  # decoded in this process: a bug of the run, with its traceback
+            raise
+        # a cached file whose shapes or expert ids do not fit this model (damaged or edited)
+        why = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        return Numerics(not_compared=f"the cached reference {reference.source} cannot be replayed ({why}); delete "
+                                     "it and measure again into a new --out", reference=described)
     return Numerics(max_rel_error=agreement.max_rel_error, worst_phase=agreement.phase,
                     worst_layer=agreement.layer, worst_branch=agreement.branch,
                     max_rel_logit_error=agreement.max_rel_logit_error,
@@ -288,7 +351,7 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
         # every rank must decode the reference (collectives), so only single-process runs share a cached one
         shared = run_dir.parent.parent / "reference" if spec.world_size == 1 else None
         began = time.perf_counter()
-        reference = all_off_reference(spec, caps, make_workload(spec, vocab), shared)
+        reference = all_off_reference(spec, caps, make_workload(spec, vocab), shared, vocab)
         result.stages.reference_s = round(time.perf_counter() - began, 3)
     reset_peak_memory(caps.device)  # the measured model's peak, not the reference's or an earlier run's
     cache_dir = compile_cache_dir(spec, run_dir)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfbench.results.cells import cell_text
+from perfbench.results.cells import cell_text, csv_safe
 
 
 def format_number(value: float) -> str:
@@ -51,7 +51,7 @@ def csv_cell(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return repr(value)
-    return cell_text(str(value))  # a 100 MB field is not copied into every table
+    return str(csv_safe(cell_text(str(value))))  # a 100 MB field is not copied into every table; no formula
 
 
 @dataclass(frozen=True)

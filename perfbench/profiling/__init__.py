@@ -33,7 +33,7 @@ from perfbench.profiling.tables import (
     write_tables,
 )
 from perfbench.results import RunResult, atomic_write_text
-from perfbench.results.cells import short_cells
+from perfbench.results.cells import csv_cells
 
 if TYPE_CHECKING:
     from perfbench.profiling.capture import TraceCapture, capture_trace
@@ -76,11 +76,11 @@ def analyze_trace(path: Path, out_dir: Path | None, export: Path | None = None) 
     written = write_table_files(tables, out)
     steps = out / "per_rank_steps.csv"
     step_table = trace_steps(trace)
-    atomic_write_text(steps, short_cells(step_table).to_csv(index=False, float_format="%.3f"))
+    atomic_write_text(steps, csv_cells(step_table).to_csv(index=False, float_format="%.3f"))
     written.append(steps)
     for name, table in trace.extra_tables.items():
         extra = out / f"{name}.csv"
-        atomic_write_text(extra, short_cells(table).to_csv(index=False))
+        atomic_write_text(extra, csv_cells(table).to_csv(index=False))
         written.append(extra)
     findings = trace_advice(trace, tables, step_table, out, run)
     load = load_lines(load_record_near(path))

@@ -85,6 +85,19 @@ def _quoted(name: str) -> str:
 DB_BYTES = 64 * 1024**3  # far beyond any profiler export; SQLite itself reads only the pages a query needs
 
 
+def _opened(uri: str) -> tuple[sqlite3.Connection, dict[str, set[str]]]:
+    """The connection and each table's columns (a table name may hold any character, a quote too)."""
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        columns = {t: {r[1] for r in conn.execute(f'PRAGMA table_info("{t.replace(chr(34), chr(34) * 2)}")')}
+                   for t in tables}
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn, columns
+
+
 class _Db:
     """The open file and what it holds; every SQLite error becomes one line naming the file."""
 
@@ -92,11 +105,16 @@ class _Db:
         self.path = path
         if check_size(path, DB_BYTES) == 0:  # SQLite reads pages as it needs them: the cap is a sanity bound
             raise UserError(f"{path}: empty file (0 bytes): not an ascend_pytorch_profiler .db")
+        uri = f"{path.resolve().as_uri()}?mode=ro"
         try:
-            self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-            tables = [r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            self.columns = {t: {r[1] for r in self.conn.execute(f"PRAGMA table_info({_quoted(t)})")}
-                            for t in tables}
+            try:
+                self.conn, self.columns = _opened(uri)
+            except sqlite3.OperationalError as err:
+                if "unable to open" not in str(err):
+                    raise
+                # a WAL file (torch_npu writes them so) on a read-only mount: SQLite cannot create its -shm beside
+                # it even to read; a profiler export is written once and closed, so it is read as immutable
+                self.conn, self.columns = _opened(f"{uri}&immutable=1")
         except sqlite3.Error as err:
             raise UserError(f"{path}: not an SQLite database ({err})") from None
         for table, needed in REQUIRED.items():

@@ -23,7 +23,7 @@ from perfbench.profiling.diff import DEFAULT_BY, NUMBERS, OpDiff, op_diff
 from perfbench.profiling.diff_render import TOP, WIDTH, diff_lines
 from perfbench.profiling.loading import LoadedTrace, load_trace
 from perfbench.results import ResultFolder, RunResult, atomic_write_text, load_folder
-from perfbench.results.cells import short_cells
+from perfbench.results.cells import csv_cells
 
 CSV_NAME = "diff.csv"
 PAIR_TOP = 10  # movers per side shown for each run pair of two result folders
@@ -184,5 +184,5 @@ def diff_command(a: Path, b: Path, out: Path | None, by: Sequence[str] = DEFAULT
         lines = [*diffs[0].headers, *diff_lines(diffs[0].diff, top), *_note_lines(diffs[0].notes)]
     path = (Path(out) if out is not None else default_out(b)) / CSV_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, short_cells(diff_table(diffs)).to_csv(index=False, float_format="%.3f"))
+    atomic_write_text(path, csv_cells(diff_table(diffs)).to_csv(index=False, float_format="%.3f"))
     return "\n".join([*lines, f"{CSV_NAME}: {path}"])

@@ -18,7 +18,7 @@ from perfbench.profiling.graph_mode import hide_per_layer
 from perfbench.profiling.host_bound import host_bound
 from perfbench.profiling.idle import idle
 from perfbench.results import atomic_write_text
-from perfbench.results.cells import short_cells
+from perfbench.results.cells import csv_cells
 
 ALL_OPS = "(all ops)"  # the key of the total in `op_counts_per_decode_step`
 _GRAPH_HASH = re.compile(r"^(## Call CompiledFxGraph) \w+")
@@ -194,7 +194,7 @@ def write_table_files(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Pa
     for name, table in tables.items():
         path = out_dir / f"{name}.csv"
         # atomic: a full disk mid-write leaves the previous table, not a truncated one
-        atomic_write_text(path, short_cells(table).to_csv(index=False, float_format="%.3f"))
+        atomic_write_text(path, csv_cells(table).to_csv(index=False, float_format="%.3f"))
         paths.append(path)
     return paths
 

@@ -20,6 +20,7 @@ from perfbench.report.latency import latency_section
 from perfbench.report.memory import memory_section
 from perfbench.report.runs import environment_section, failures_section, numerics_section, plan_section
 from perfbench.results import load_folder
+from perfbench.terminal_text import escaped, printable
 
 
 def report_sections(folder: Path, analysis: FolderAnalysis) -> list[Section]:
@@ -59,7 +60,7 @@ def report_after_run(folder: Path, analysis: FolderAnalysis | None = None) -> No
     """Render the report at the end of `perfbench run` / `ab`: the runs are saved already, so a report that fails
     prints one line with the command to retry, never a traceback."""
     try:
-        print(f"report: {build_report(folder, analysis)}")
+        print(printable(f"report: {build_report(folder, analysis)}"))
     except Exception as err:  # noqa: BLE001 - the runs are saved; a report bug must not hide them
-        print(f"report: failed ({type(err).__name__}: {' '.join(str(err).split())}); rerun with "
-              f"`perfbench report {folder}`", file=sys.stderr)
+        print(escaped(f"report: failed ({type(err).__name__}: {' '.join(str(err).split())}); rerun with "
+                      f"`perfbench report {folder}`"), file=sys.stderr)

@@ -17,6 +17,7 @@ from perfbench.errors import UserError
 from perfbench.pages.page import Preformatted, Section, Text
 from perfbench.pages.table import Column, Table
 from perfbench.results import REL_ERROR_TOLERANCE, RunResult
+from perfbench.results.env_allowlist import masked_values
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -77,7 +78,7 @@ def read_scenario(folder: Path) -> tuple[dict[str, Any] | None, str]:
         return None, f"scenario.json could not be read: {err}"
     if not isinstance(raw, dict):
         return None, "scenario.json does not hold a JSON object."
-    return raw, ""
+    return masked_values(raw), ""  # a folder written before the masking rule shows no credential either
 
 
 def environment_section(folder: Path, results: Sequence[RunResult]) -> Section:

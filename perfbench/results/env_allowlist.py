@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -60,7 +61,9 @@ CREDENTIAL_VALUE = re.compile(
     r"|[^\s/@=,;]+@[^\s@]"  # token@host: no allowed variable names a user
     r"|(?<![A-Za-z0-9])(?:gh[pousr]_|github_pat_|xox[abpors]-|glpat-|hf_[A-Za-z0-9]{8}|sk-[A-Za-z0-9_-]{8}|"
     r"npm_[A-Za-z0-9]{8}|AIza[A-Za-z0-9_-]{8}|(?:AKIA|ASIA)[A-Z0-9]{12}|eyJ[A-Za-z0-9_-]{8})"  # known tokens
-    r"|(?:^|[?&;,\s])(?:sig|signature|token|access_token|password|passwd|pwd|secret|api_?key|auth)="  # key=
+    r"|%3A[^\s@]*%40"  # user%3Apassword%40host: the same, percent-encoded
+    r"|(?:^|[?&;,\s])(?:sig|signature|token|tok|access_token|password|passwd|pwd|pass|secret|api_?key|auth)="  # key=
+    r"|(?:^|[?&;,\s/])(?:password|passwd|secret|token|api_?key)\s*:"  # password: ... in a value
     r"|\bbearer\s+\S",  # an Authorization header's value
     re.IGNORECASE)
 TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_]{20,}")  # a random token's alphabet (base64); - and . split ids and hosts
@@ -151,3 +154,49 @@ def torch_copied_credentials(environ: Mapping[str, str], chosen: Collection[str]
 
 def withheld_text(count: int) -> str:
     return f"{count} variable{'s' * (count != 1)} withheld"
+
+
+# ---- values written from a scenario ---------------------------------------------------------------------------
+# A scenario's own `env:` (per sweep and per run) and its other values (recipe_extras, data_config.dataset_path,
+# a model path) are written into scenario.json, sweep.json, runs/*/spec.json, results.jsonl, the report and a
+# baseline. One rule masks them all, where they are written and where they are read (a folder written before it):
+# - an `env:` mapping keeps every name, and the value of a name the allow-list would not record (off the list,
+#   or credential-shaped) becomes `MASK`;
+# - any other value under a key whose words name a credential (hf_token, api_key, db_password, auth) becomes
+#   `MASK`, and so does any string of a credential shape (user:password@host, a known token prefix, token=).
+MASK = "***"
+# whole words of a key (split at _ - . and case changes): max_new_tokens and sweep.design are not credentials
+CREDENTIAL_WORDS = frozenset({
+    "token", "password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "key", "apikey", "credential",
+    "credentials", "cred", "creds", "auth", "authorization", "cookie", "bearer", "webhook", "signature", "sig",
+    "sas", "pat", "private", "dsn"})
+
+
+def credential_key(key: str) -> bool:
+    words = re.split(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])", key)
+    return any(word.lower() in CREDENTIAL_WORDS for word in words)
+
+
+def masked_env(env: Mapping[str, object]) -> dict[str, str]:
+    """A scenario's (or a run's) own `env:` as written: every name, and `MASK` for each value the allow-list
+    would withhold."""
+    return {str(name): str(value) if is_recorded(str(name), str(value)) else MASK for name, value in env.items()}
+
+
+def masked_values(data: Any) -> Any:
+    """`data` (a scenario as a dict, or any part of one) with the scenario masking rule applied throughout."""
+    if isinstance(data, Mapping):
+        out: dict[Any, Any] = {}
+        for key, value in data.items():
+            if key == "env" and isinstance(value, Mapping):
+                out[key] = masked_env(value)
+            elif credential_key(str(key)) and value not in (None, "", [], {}) and not isinstance(value, bool):
+                out[key] = MASK
+            else:
+                out[key] = masked_values(value)
+        return out
+    if isinstance(data, list | tuple):
+        return [masked_values(value) for value in data]
+    if isinstance(data, str) and CREDENTIAL_VALUE.search(data):
+        return MASK
+    return data

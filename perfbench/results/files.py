@@ -13,6 +13,8 @@ from typing import Any
 
 from perfbench.bounded_files import METADATA_BYTES, TRACE_BYTES, load_json, loads_json, read_capped
 from perfbench.errors import UserError
+from perfbench.results.cells import csv_safe
+from perfbench.results.env_allowlist import masked_values
 from perfbench.results.run_record import CSV_COLUMNS, RunResult
 
 _TRIES = 100
@@ -124,7 +126,9 @@ def load_folder(path: str | Path, name: str | None = None) -> ResultFolder:
         results = load_results(path)
     except (ValueError, TypeError) as err:
         raise UserError(f"{name}: unreadable results.jsonl ({err})") from None
-    return ResultFolder(path, {r.run_id: r for r in results}, _read_json_object(path / "scenario.json"),
+    scenario = _read_json_object(path / "scenario.json")
+    # a scenario.json written before the masking rule: no credential is read back (report, gate, baseline save)
+    return ResultFolder(path, {r.run_id: r for r in results}, None if scenario is None else masked_values(scenario),
                         _read_json_object(path / "baseline.json"))
 
 
@@ -137,5 +141,5 @@ def write_results(folder: str | Path, results: list[RunResult]) -> None:
     writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS))
     writer.writeheader()
     for r in results:
-        writer.writerow(r.csv_row())
+        writer.writerow({key: csv_safe(value) for key, value in r.csv_row().items()})
     atomic_write_text(folder / "results.csv", buf.getvalue())

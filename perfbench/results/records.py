@@ -7,6 +7,7 @@ were set are written, so a record round-trips to the same JSON.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -103,6 +104,29 @@ class Numerics(Record):
     routing_flip_margin: float | None = None
     not_compared: str | None = None  # why a run that asked for numerics has none: a gate FAIL, never a skip
     reference: str | None = None  # what the reference was
+
+    @field_validator("max_rel_error", "max_rel_logit_error", "max_abs_logit_diff")
+    @classmethod
+    def _an_error_is_not_negative(cls, value: float | None) -> float | None:
+        # NaN stays (a broken comparison, which the gate fails); a negative error no comparison gives, and a sign
+        # bug (or a hand edit) that wrote one would pass every numerics gate
+        if value is not None and value < 0:
+            raise ValueError(f"holds {value!r}: an error is never negative")
+        return value
+
+    @field_validator("top1_agreement")
+    @classmethod
+    def _a_share(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value <= 1 and not math.isnan(value):
+            raise ValueError(f"holds {value!r}: a share is between 0 and 1")
+        return value
+
+    @field_validator("worst_layer", "first_mismatch_step", "compared", "routing_flips", "routing_flip_step")
+    @classmethod
+    def _a_count(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError(f"holds {value!r}: a count, a layer or a step is never negative")
+        return value
 
     @property
     def where(self) -> str:

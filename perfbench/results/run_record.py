@@ -6,9 +6,10 @@ import math
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from model.toggles import TOGGLE_NAMES, ToggleDecision
+from perfbench.results.env_allowlist import masked_env
 from perfbench.results.expert_load import worst_imbalance
 from perfbench.results.records import (
     SUMMARY_KEYS,
@@ -25,6 +26,7 @@ from perfbench.results.records import (
 )
 from perfbench.results.validation import json_kind, record_error
 from perfbench.results.versions import SCHEMA_VERSION, migrate
+from perfbench.terminal_text import escaped
 
 if TYPE_CHECKING:
     from model.optimizations import Plan
@@ -51,6 +53,13 @@ def _validated(model: type[BaseModel], raw: Any, where: str) -> Any:
         return model.model_validate(raw, strict=True)
     except ValidationError as err:
         raise ValueError(record_error(err, where, model)) from None
+
+
+def _printable_name(value: str) -> str:
+    """A name every output line and table carries: a line break in one would forge a line ("PASS ...")."""
+    if value != escaped(value):
+        raise ValueError(f"holds a control character ({escaped(value)[:60]}): not a name perfbench gives")
+    return value
 
 
 class RunSpec(BaseModel):
@@ -103,6 +112,8 @@ class RunSpec(BaseModel):
     # (its own detection may see another device through spec.env). Empty: not checked.
     expected_plan: dict[str, str] = Field(default_factory=dict)
 
+    _printable = field_validator("run_id", "scenario", "combination", "block_group")(_printable_name)
+
     @property
     def world_size(self) -> int:
         return int(self.parallel.get("world_size", 1))
@@ -132,11 +143,16 @@ class RunSpec(BaseModel):
         return RunSpec.model_validate({**self.model_dump(), **changes})
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The spec as written (spec.json, results.jsonl): its own `env:` masked (results/env_allowlist.py); the
+        worker gets the variables from its environment, never from the file."""
+        return {**self.model_dump(mode="json"), "env": masked_env(self.env)}
 
     @classmethod
     def from_dict(cls, raw: Any, where: str = "spec") -> RunSpec:
-        return _validated(cls, raw, where)
+        """A spec as read; a folder written before the masking rule loses its credentials here too."""
+        spec: RunSpec = _validated(cls, raw, where)
+        masked = masked_env(spec.env)
+        return spec if masked == spec.env else spec.replace(env=masked)
 
 
 class DecisionRecord(BaseModel):
@@ -254,6 +270,8 @@ class RunResult(BaseModel):
     expert_load: ExpertLoad = Field(default_factory=ExpertLoad)  # empty when not recorded
     blocks: BlockPlacement = Field(default_factory=BlockPlacement)  # empty for a run timed on its own
     failure: Failure = Field(default_factory=Failure)  # empty for a run that measured what it was asked
+
+    _printable = field_validator("run_id")(_printable_name)
 
     # ---- views -----------------------------------------------------------------------------------
     def shape(self) -> WorkloadShape:

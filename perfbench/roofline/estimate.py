@@ -25,6 +25,7 @@ from perfbench.config.scenario import Scenario, load_scenario
 from perfbench.config.sweep import compact, plan_sweep
 from perfbench.errors import UserError
 from perfbench.results import atomic_write_text
+from perfbench.results.cells import csv_safe
 from perfbench.roofline.memory import MemoryEstimate, estimate_run, size
 from perfbench.roofline.peaks import DevicePeaks, device_peaks
 from perfbench.roofline.pricing import PhaseEstimate, estimate_model
@@ -233,7 +234,7 @@ def _write_rows(path: Path, header: list[str], rows: list[list[object]]) -> None
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
     w.writerow(header)
-    w.writerows(rows)
+    w.writerows([[csv_safe(cell) for cell in row] for row in rows])
     atomic_write_text(path, buf.getvalue())
 
 

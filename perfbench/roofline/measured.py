@@ -19,6 +19,7 @@ from model.cost import CostToggles, CostWorkload, model_cost
 from model.optimizations import TOGGLE_NAMES, Plan
 from model.parallel_config import ParallelConfig
 from perfbench.profiling.events import primary_side
+from perfbench.results.cells import csv_cells
 from perfbench.roofline.peaks import DevicePeaks, cpu_peaks, load_peaks
 from perfbench.roofline.pricing import estimate_phase
 
@@ -98,5 +99,5 @@ def write_roofline_table(events: pd.DataFrame, config: Qwen3_5MoeTextConfig, par
     table = roofline_table(events, config, parallel, plan, prompt_lens, output_len, dtype, peaks)
     path = Path(out_dir) / "roofline.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(path, index=False, float_format="%.6g")
+    csv_cells(table).to_csv(path, index=False, float_format="%.6g")
     return path

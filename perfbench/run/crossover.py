@@ -28,6 +28,7 @@ from perfbench.errors import UserError
 from perfbench.lifecycle import Interrupted
 from perfbench.measure.compile_cache import compile_cache_root
 from perfbench.results import RunResult, load_folder
+from perfbench.results.cells import csv_safe
 
 AXES = {"input_len": "perfbench.workload.input_lens=[{x}]", "batch": "perfbench.workload.batch_sizes=[{x}]",
         "output_len": "perfbench.workload.output_len={x}"}
@@ -222,17 +223,18 @@ def write_tables(search: CrossoverSearch, rows: list[CrossingRow], out: Path,
         for phase, by_x in search.points.items():
             for x, p in by_x.items():
                 prior_value = (prior or {}).get(phase, {}).get(x)
-                writer.writerow([search.toggle, search.axis, phase, x, f"{p.value:.4f}", f"{p.low:.4f}",
-                                 f"{p.high:.4f}", "" if prior_value is None else f"{prior_value:.4f}"])
+                writer.writerow([csv_safe(search.toggle), csv_safe(search.axis), phase, x, f"{p.value:.4f}",
+                                 f"{p.low:.4f}", f"{p.high:.4f}", "" if prior_value is None else f"{prior_value:.4f}"])
     with open(crossings_csv, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["toggle", "axis", "phase", "threshold", "found", "estimate", "ci_low", "ci_high",
                          "ci_low_open", "ci_high_open", "text"])
         for row in rows:
             c = row.crossing
-            writer.writerow([search.toggle, search.axis, row.phase, c.threshold, c.found,
-                             "" if c.estimate is None else f"{c.estimate:.1f}", c.low if c.found else "",
-                             c.high if c.found else "", c.low_open, c.high_open, c.text])
+            writer.writerow([csv_safe(cell) for cell in (
+                search.toggle, search.axis, row.phase, c.threshold, c.found,
+                "" if c.estimate is None else f"{c.estimate:.1f}", c.low if c.found else "", c.high if c.found else "",
+                c.low_open, c.high_open, c.text)])
     return [points_csv, crossings_csv]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from perfbench.bounded_files import METADATA_BYTES, load_json
 from perfbench.errors import UserError
 from perfbench.results import atomic_write_json
+from perfbench.results.env_allowlist import masked_values
 
 LOCK_FILE = ".perfbench.lock"
 IDENTITY_FILE = "sweep.json"
@@ -106,7 +107,7 @@ def identity(scenario: dict[str, Any]) -> dict[str, Any]:
 def check_identity(folder: Path, scenario: dict[str, Any], resume: bool) -> None:
     """Store the sweep's identity, or, on resume, refuse a folder measured with other settings."""
     path = folder / IDENTITY_FILE
-    mine = identity(scenario)
+    mine = identity(masked_values(scenario))  # sweep.json holds no credential: a changed secret is not a change
     if resume and path.is_file():
         try:
             stored = load_json(path, METADATA_BYTES).get("identity", {})

@@ -24,12 +24,14 @@ from perfbench.measure.environment import collect_environment
 from perfbench.measure.node_launch import NodeLaunch, launch_for
 from perfbench.output_paths import check_output_dir
 from perfbench.results import RunResult, atomic_write_json, load_results, write_results
+from perfbench.results.env_allowlist import masked_values
 from perfbench.results.timestamps import utc_timestamp
 from perfbench.run.detectable import detect_line
 from perfbench.run.executors.base import Executor
 from perfbench.run.executors.local import LocalExecutor
 from perfbench.run.folder_owner import check_identity, owned
 from perfbench.run.summary_table import summary_table
+from perfbench.terminal_text import printable
 
 # renders a result folder after the runs, from the analysis of the runs in memory (None: read the folder)
 ReportHook = Callable[[Path, FolderAnalysis | None], None]
@@ -37,7 +39,7 @@ RETRIED = ("killed", "timeout")  # statuses --resume measures again
 
 
 def _say(text: str, end: str = "\n") -> None:
-    print(text, end=end, file=sys.stderr, flush=True)
+    print(printable(text), end=end, file=sys.stderr, flush=True)
 
 
 def _now() -> str:
@@ -92,7 +94,7 @@ def run_sweep(sweep: SweepPlan, out: Path, previous: list[RunResult],
     # a run killed or timed out (the machine, a signal) is measured again; one that ran and failed is kept
     results = [r for r in previous if r.status not in RETRIED]
     done = {r.run_id for r in results}
-    atomic_write_json(out / "scenario.json", sweep.scenario.as_dict())
+    atomic_write_json(out / "scenario.json", masked_values(sweep.scenario.as_dict()))  # no credential written
     for planned in sweep.runs:
         if planned.spec.run_id not in done:
             atomic_write_json(out / "runs" / planned.spec.run_id / "spec.json", planned.spec.to_dict())
@@ -162,10 +164,10 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
 
         check_memory(sweep)
     if dry_run:
-        print(sweep.describe())
+        print(printable(sweep.describe()))
         if launch.multi_node:
-            print(f"cluster: each run on {launch.nnodes} nodes x {launch.nproc_per_node} ranks "
-                  f"(c10d rendezvous at {launch.rdzv_endpoint or 'an endpoint given at run time'})")
+            print(printable(f"cluster: each run on {launch.nnodes} nodes x {launch.nproc_per_node} ranks "
+                            f"(c10d rendezvous at {launch.rdzv_endpoint or 'an endpoint given at run time'})"))
         return 0
     out = Path(out_dir) if out_dir else default_out(sc.name)
     if launch.node_rank:
@@ -221,13 +223,13 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
     analysis = analyse_folder(out, results)
     if report is not None:
         report(out, analysis)
-    print(summary_table(analysis))
+    print(printable(summary_table(analysis)))
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "error", "timeout", "killed")}
     tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n or s == "ok")
     # runs timed in blocks are judged by their pairs (the table's verdicts), not by their own spread
     unstable = sum(r.is_stable() is False and r.spec.timing != "blocks" for r in results)
     if unstable:
         tally += f" ({unstable} timed separately and unstable: see the warnings above)"
-    print(f"{len(results)} run{'s' * (len(results) != 1)}: {tally}; results in {out}/results.jsonl")
+    print(printable(f"{len(results)} run{'s' * (len(results) != 1)}: {tally}; results in {out}/results.jsonl"))
     print(stage_line(results, time.perf_counter() - began))
     return 0 if results and counts["ok"] == len(results) else 1

@@ -6,7 +6,6 @@ it checks the CPU implementations.
 
 from __future__ import annotations
 
-import click
 import torch
 
 from model.backend import Capabilities, detect_capabilities
@@ -15,6 +14,7 @@ from model.optimizations import TOGGLE_NAMES, resolve_plan
 from model.parallel_config import ParallelConfig
 from perfbench.errors import UserError
 from perfbench.measure.environment import emulation_label
+from perfbench.terminal_text import echo
 from perfbench.tools.op_checks import OpCheck, op_checks, run_op_checks
 
 __all__ = ["LAYOUTS", "OpCheck", "doctor", "op_checks", "support_matrix"]  # the op checks live in op_checks.py
@@ -53,11 +53,11 @@ def doctor(device: str = "auto", check_ops: bool = False) -> int:
         caps = detect_capabilities(device)
     except (ValueError, RuntimeError) as err:
         raise UserError(f"--device: {err}") from None
-    click.echo(support_matrix(caps))
+    echo(support_matrix(caps))
     if not check_ops:
         return 0
     text, ok = run_op_checks(caps.device)
     if caps.device == "npu" and emulation_label():
         text = f"op checks on {emulation_label()}: documented input rules and semantics, CPU kernels\n{text}"
-    click.echo("\n" + text)
+    echo("\n" + text)
     return 0 if ok else 1

@@ -16,6 +16,7 @@ from perfbench.config.sweep import PlannedRun, SweepPlan
 from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import atomic_write_json
 from perfbench.run.launcher import ProcessOutcome, child_env, run_process, worker_command
+from perfbench.terminal_text import printable
 
 
 def node_dir(out: Path, run_id: str, node_rank: int) -> Path:
@@ -39,13 +40,14 @@ def follow_sweep(sweep: SweepPlan, out: Path, launch: NodeLaunch, resume: bool) 
     """Node r's share of every run, in node 0's order. Exit code 0 when every share ended with code 0."""
     runs = [p for p in sweep.runs
             if not (resume and (out / "runs" / p.spec.run_id / f"node{launch.node_rank}.json").is_file())]
-    print(f"{sweep.scenario.name}: node {launch.node_rank} of {launch.nnodes}, {len(runs)} run share(s) to "
-          f"run; node 0 ({launch.rdzv_endpoint}) writes the results", file=sys.stderr, flush=True)
+    print(printable(f"{sweep.scenario.name}: node {launch.node_rank} of {launch.nnodes}, {len(runs)} run share(s) "
+                    f"to run; node 0 ({launch.rdzv_endpoint}) writes the results"), file=sys.stderr, flush=True)
     failed = 0
     for k, planned in enumerate(runs, 1):
         outcome = run_node_share(planned, out, launch)
         failed += outcome.returncode != 0
         state = "timeout" if outcome.timed_out else f"exit {outcome.returncode}"
-        print(f"[{k}/{len(runs)}] {planned.spec.run_id} node {launch.node_rank}: {state} {outcome.wall_s:.1f}s",
+        print(printable(f"[{k}/{len(runs)}] {planned.spec.run_id} node {launch.node_rank}: {state} "
+                        f"{outcome.wall_s:.1f}s"),
               file=sys.stderr, flush=True)
     return 1 if failed else 0

@@ -10,10 +10,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import click
-
 from perfbench.bounded_files import check_size, load_json, loads_json, read_capped_stream, size_text
 from perfbench.errors import UserError
+from perfbench.terminal_text import echo
 from perfbench.tools.verify.summary import Summary, render
 from perfbench.tools.verify.summary_file import summary_of
 
@@ -28,6 +27,8 @@ def _summary_json(path: Path) -> tuple[Any, str]:
         if not file.is_file():
             raise UserError(f"{path}: no summary.json (not a perfbench verify folder)")
         return load_json(file, SUMMARY_BYTES), str(file)
+    if not path.is_file():  # a FIFO or a device would block the reader, or never end
+        raise UserError(f"{path}: not a regular file or folder (a verify bundle is DIR.tar.gz or the DIR folder)")
     check_size(path, SUMMARY_BYTES * 64)
     if not tarfile.is_tarfile(path):
         raise UserError(f"{path}: neither a verify bundle (.tar.gz) nor a verify folder")
@@ -64,5 +65,5 @@ def load_summary(path: Path) -> Summary:
 def read_bundle(path: Path) -> int:
     """Print the summary; the exit code is the one the run ended with (0 passed, 1 something failed)."""
     summary = load_summary(path)
-    click.echo(render(summary))
+    echo(render(summary))
     return summary.exit_code

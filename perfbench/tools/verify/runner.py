@@ -16,7 +16,6 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-import click
 import torch
 
 from perfbench.emulation.npu import faults
@@ -24,6 +23,7 @@ from perfbench.errors import UserError
 from perfbench.lifecycle import interrupt_line
 from perfbench.output_paths import check_output_dir
 from perfbench.results.timestamps import utc_timestamp
+from perfbench.terminal_text import echo
 from perfbench.tools.verify.bundle import FULL_CAP_BYTES, QUICK_CAP_BYTES, pack, write_json, write_log, write_summary
 from perfbench.tools.verify.context import VerifyContext, VerifyOptions
 from perfbench.tools.verify.environment import check_environment, snapshot
@@ -121,9 +121,9 @@ def run_verify(options: VerifyOptions, out_dir: Path | None) -> int:
                 results.append(ItemResult(name, SKIPPED, interrupt_line(interrupted, "not run: verify")))
                 continue
             try:
-                click.echo(f"verify: {name} ...", err=True)
+                echo(f"verify: {name} ...", err=True)
                 result, log = run_item(name, ctx)
-                click.echo(f"verify: {name} {result.status} ({result.seconds:.1f} s)", err=True)
+                echo(f"verify: {name} {result.status} ({result.seconds:.1f} s)", err=True)
                 write_json(ctx.out_dir / "results" / f"{name}.json", result.to_dict(with_data=True))
                 write_log(ctx.out_dir, name, log)
             except KeyboardInterrupt as err:  # SIGINT / SIGTERM: the items already checked are still written
@@ -141,10 +141,10 @@ def run_verify(options: VerifyOptions, out_dir: Path | None) -> int:
         write_summary(ctx.out_dir, summary)
         archive, left_out = pack(ctx.out_dir, QUICK_CAP_BYTES if options.quick else FULL_CAP_BYTES)
     if interrupted is not None:  # the summary and bundle hold what was checked; the exit code is the signal's
-        click.echo(f"bundle (interrupted): {archive}; folder: {ctx.out_dir}", err=True)
+        echo(f"bundle (interrupted): {archive}; folder: {ctx.out_dir}", err=True)
         raise interrupted
-    click.echo(render(summary))
+    echo(render(summary))
     dropped = f"; {len(left_out)} trace files left out to stay under the cap (bundle.json)" if left_out else ""
-    click.echo(f"bundle: {archive} ({archive.stat().st_size / 1e6:.1f} MB){dropped}; folder: {ctx.out_dir}",
+    echo(f"bundle: {archive} ({archive.stat().st_size / 1e6:.1f} MB){dropped}; folder: {ctx.out_dir}",
                err=True)
     return summary.exit_code

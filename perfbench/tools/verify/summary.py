@@ -12,6 +12,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from perfbench.terminal_text import escaped
+
 FORMAT = 1  # summary.json's layout; a reader refuses a newer one
 ITEM_NAMES = ("environment", "ops", "model", "parallel", "profile")
 PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
@@ -105,45 +107,47 @@ class Summary:
 
 
 def _header(s: Summary) -> list[str]:
+    # every string here may come from a bundle someone attached (verify --read): escaped, never raw
     mode = "quick" if s.quick else "full"
-    versions = "  ".join(f"{name} {value or '-'}" for name, value in s.versions.items())
-    lines = [f"perfbench verify ({mode}), started {s.started}"]
+    versions = "  ".join(f"{escaped(name)} {escaped(value or '-')}" for name, value in s.versions.items())
+    lines = [f"perfbench verify ({mode}), started {escaped(s.started)}"]
     if s.emulation:
-        lines.append(f"EMULATED: {s.emulation}: NPU code paths on CPU under the NPU emulator; its timings are "
-                     "CPU timings; nothing here was measured on an Ascend NPU")
-    lines += [f"device    {s.device_name} x{s.device_count} (platform {s.platform}, {s.series}); "
-              f"--devices {s.devices}",
+        lines.append(f"EMULATED: {escaped(s.emulation)}: NPU code paths on CPU under the NPU emulator; its timings "
+                     "are CPU timings; nothing here was measured on an Ascend NPU")
+    lines += [f"device    {escaped(s.device_name)} x{s.device_count} (platform {escaped(s.platform)}, "
+              f"{escaped(s.series)}); --devices {s.devices}",
               f"versions  {versions}"]
     if s.faults:
-        lines.append(f"faults    {', '.join(s.faults)} injected (PERFBENCH_VERIFY_FAULT, a test hook of the "
-                     "emulator): the failures they cause are expected")
+        lines.append(f"faults    {', '.join(escaped(f) for f in s.faults)} injected (PERFBENCH_VERIFY_FAULT, a test "
+                     "hook of the emulator): the failures they cause are expected")
     return lines
 
 
 def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    """One line of at most `width` characters, whitespace joined and control characters escaped."""
+    text = escaped(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def render(s: Summary) -> str:
     """The one-page summary: header, one row per item, then the failures (op, call, error) and the skips."""
-    rows = [(i.name, i.status.upper() if i.status == FAIL else i.status, i.counts(), f"{i.seconds:.1f}s",
-             _shorten(i.reason, 70)) for i in s.items]
+    rows = [(escaped(i.name), i.status.upper() if i.status == FAIL else escaped(i.status), i.counts(),
+             f"{i.seconds:.1f}s", _shorten(i.reason, 70)) for i in s.items]
     lines = [*_header(s), "", tabulate(rows, headers=["item", "result", "checks", "time", "detail"],
                                        tablefmt="simple", disable_numparse=True)]
     failures = [(i.name, c) for i in s.items for c in i.checks if c.status == FAIL]
     if failures:
         lines += ["", "failures"]
         for item, c in failures[:MAX_LISTED]:
-            lines.append(f"  {item} / {c.name}" + (f": op {c.op}" if c.op else ""))
+            lines.append(f"  {escaped(item)} / {escaped(c.name)}" + (f": op {escaped(c.op)}" if c.op else ""))
             if c.call:
                 lines.append(f"    call   {_shorten(c.call, 110)}")
             lines.append(f"    error  {_shorten(c.error or c.detail, 110)}")
         if len(failures) > MAX_LISTED:
             lines.append(f"  ... {len(failures) - MAX_LISTED} more in summary.md")
-    skips = [f"{i.name}: {i.reason}" for i in s.items if i.status == SKIPPED]
-    skips += [f"{i.name} / {c.name}: {c.detail}" for i in s.items if i.status != SKIPPED for c in i.checks
-              if c.status == SKIPPED]
+    skips = [f"{escaped(i.name)}: {i.reason}" for i in s.items if i.status == SKIPPED]
+    skips += [f"{escaped(i.name)} / {escaped(c.name)}: {c.detail}" for i in s.items if i.status != SKIPPED
+              for c in i.checks if c.status == SKIPPED]
     if skips:
         lines += ["", "skipped"]
         lines += [f"  {_shorten(line, 116)}" for line in skips[:MAX_LISTED]]
@@ -156,16 +160,16 @@ def render(s: Summary) -> str:
 
 def _cell(text: str) -> str:
     """One markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    return escaped(" ".join(text.split())).replace("|", "\\|")
 
 
 def render_markdown(s: Summary) -> str:
     """summary.md: the one-page summary, then every check of every item."""
     parts = ["# perfbench verify", "", "```text", render(s), "```"]
     for item in s.items:
-        parts += ["", f"## {item.name}: {item.status}", ""]
+        parts += ["", f"## {_cell(item.name)}: {_cell(item.status)}", ""]
         if item.reason:
-            parts += [item.reason, ""]
+            parts += [_cell(item.reason), ""]
         rows = [tuple(_cell(v) for v in (c.name, c.status, c.detail, c.op, c.call, c.error)) for c in item.checks]
         if rows:
             parts.append(tabulate(rows, headers=["check", "result", "detail", "op", "call", "error"],
