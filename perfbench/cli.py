@@ -231,7 +231,7 @@ def calibrate(scenario: str | None, record_s: float, jobs: int, cap_s: float, st
     result = run_calibrate(scenario, list(overrides), out_dir, record_s, jobs, cap_s, startup_s, condition,
                            from_folder)
     for line in table_lines(result, result.record.startup_s if startup_s is None else startup_s):
-        click.echo(line)
+        echo(line)
 
 
 @main.command()

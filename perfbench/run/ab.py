@@ -49,11 +49,12 @@ from perfbench.measure.environment import emulation_label
 from perfbench.measure.epoch_engine import round_order
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec, atomic_write_json, write_results
 from perfbench.results.ab_record import AB_FILE, ABArm, ABLook, ABPair, ABRecord, ABVerdict
-from perfbench.results.env_allowlist import torch_copied_credentials
+from perfbench.results.env_allowlist import masked_values, torch_copied_credentials
 from perfbench.results.verdicts import INCONCLUSIVE, words_line
 from perfbench.run.arms import Arm, ArmSet, check_out, repository_of
 from perfbench.run.folder_owner import owned
 from perfbench.run.worker_process import WorkerProcess
+from perfbench.terminal_text import echo
 
 if TYPE_CHECKING:
     from perfbench.config.sweep import SweepPlan
@@ -109,7 +110,7 @@ class ABSettings:
 
 
 def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    echo(text, err=True)
 
 
 def start_worker(arms: list[Arm], specs_path: Path, out: Path, log_path: Path, overlay: Path | None,
@@ -479,7 +480,7 @@ def _save(job: ABJob, scenario: dict[str, Any], out: Path, status: str) -> ABRec
     """Everything measured so far: results.jsonl, scenario.json, ab.json."""
     record = ab_record(job, str(scenario.get("name", "")), status)
     write_results(out, job.results())
-    atomic_write_json(out / "scenario.json", scenario)
+    atomic_write_json(out / "scenario.json", masked_values(scenario))
     atomic_write_json(out / AB_FILE, record.model_dump(mode="json"))
     return record
 
@@ -550,13 +551,13 @@ def ab_job(base: str, head: str | None, scenario: str | None, overrides: list[st
         record = _save(job, sc.as_dict(), out, "ok")
     if report is not None:
         report(out, None)  # the report reads the job's folder: its verdicts are in ab.json
-    print(words_line(settings.band, settings.margin))
+    echo(words_line(settings.band, settings.margin))
     for line in verdict_lines(record):
-        print(line)
+        echo(line)
     word = {EXIT_PASS: "no regression", EXIT_FAIL: "REGRESSION", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}
     emulated = f" [{record.emulation}: CPU timings]" if record.emulation else ""
     compiled = f", of which compiling {job.compile_s:.0f} s" if job.compile_s is not None else ""
     startup = f"start-up {job.startup_s:.0f} s{compiled}; " if job.startup_s is not None else ""
-    print(f"ab: {word[record.exit_code]}{emulated} ({record.mode}; {startup}{job.stopped}; {len(job.pairs)} pairs); "
+    echo(f"ab: {word[record.exit_code]}{emulated} ({record.mode}; {startup}{job.stopped}; {len(job.pairs)} pairs); "
           f"results in {out}")
     return ABOutcome(record, out, record.exit_code)

@@ -10,6 +10,7 @@ from perfbench.errors import UserError
 from perfbench.results.host_kind import this_host
 from perfbench.results.noise_record import NoiseRecord, noise_path, read_noise
 from perfbench.roofline.peaks import cache_dir
+from perfbench.terminal_text import echo
 
 DEFAULT_RECORD_S = 300.0  # calibrate's default recording time
 
@@ -23,7 +24,7 @@ def noise_for(scenario: str) -> NoiseRecord | None:
     try:
         return read_noise(path)
     except UserError as err:
-        print(f"perfbench: ignoring the noise file: {err}", flush=True)
+        echo(f"perfbench: ignoring the noise file: {err}", err=True)
         return None
 
 
