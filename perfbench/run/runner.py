@@ -231,5 +231,5 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
     if unstable:
         tally += f" ({unstable} timed separately and unstable: see the warnings above)"
     print(printable(f"{len(results)} run{'s' * (len(results) != 1)}: {tally}; results in {out}/results.jsonl"))
-    print(stage_line(results, time.perf_counter() - began))
+    print(printable(stage_line(results, time.perf_counter() - began)))
     return 0 if results and counts["ok"] == len(results) else 1

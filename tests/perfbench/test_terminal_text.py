@@ -102,7 +102,7 @@ def test_a_result_whose_run_id_forges_a_line_is_refused_at_read(tmp_path: Path):
 PRINTING = ["perfbench/cli.py", "perfbench/tools/verify/read.py", "perfbench/tools/verify/runner.py",
             "perfbench/tools/doctor.py", "perfbench/gate/engine.py", "perfbench/gate/confirm.py",
             "perfbench/run/runner.py", "perfbench/run/executors/follower.py", "perfbench/report/build.py",
-            "perfbench/lifecycle.py"]
+            "perfbench/lifecycle.py", "perfbench/run/ab.py", "perfbench/run/detectable.py"]
 
 
 def test_every_printing_module_prints_through_terminal_text():
