@@ -19,7 +19,7 @@ The point estimate is the interpolated crossing of the point estimates.
 A crossing is reported only when both ends are significant. With one end only (the speed-up clearly above the
 threshold somewhere, never clearly below it), the estimates may change sides by noise: a phase the toggle does
 not touch, measured at 6 points with 95% CIs, has a CI that excludes the threshold somewhere about 1 time in 4
-(1 - 0.95^6), and a one-sided rule called that a crossing (chunk_gdr's TPOT, docs/measurements.md). Both sides
+(1 - 0.95^6), and a one-sided rule called that a crossing (chunk_gdr's TPOT, docs/measurements_log.md). Both sides
 by chance needs one CI above and one below: about 1 in 50. The search keeps bisecting such a one-sided
 bracket (its open end is the range's end), so that a real crossing gets its second end.
 """

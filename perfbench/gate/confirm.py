@@ -5,7 +5,7 @@ so an absolute timing check that fails between them (gate/checks.py `check_timin
 passed without significance, is a *suspect*, never a failure by itself. So is a plan's speed-up over its
 baseline that fell past the threshold (`check_speedup`): host speed cancels inside each folder, but a folder
 of one re-allocation epoch (ci_smoke) gives its speed-up no spread to test with, and a fall of 10% then comes
-from noise alone in a fair share of identical-code pairs (docs/measurements.md). With `--confirm` (on by
+from noise alone in a fair share of identical-code pairs (docs/measurements_log.md). With `--confirm` (on by
 default when the CI environment variable is set) each suspect is decided so:
 
 - both folders were measured at the same clean commit: the code did not change, so the difference is the

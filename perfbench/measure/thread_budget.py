@@ -3,7 +3,7 @@
 torch's CPU ops run on an OpenMP team of one thread per core. When another process keeps a core busy, the team's
 thread on that core waits for the scheduler at every parallel region, and the whole team waits for it: on a
 2-core VM with one core spun by another process, the tiny model's TTFT went from 68 ms to 7.3 s (ci_smoke, the
-CPU-hog pair of docs/measurements.md), while one thread ran as fast as it does on a quiet host. A run timed so is
+CPU-hog pair of docs/measurements_log.md), while one thread ran as fast as it does on a quiet host. A run timed so is
 not a measurement of the code. So the worker reads how many cores other processes kept busy over a short window
 before it builds anything, and takes fewer threads when they leave fewer cores free; the result records the
 choice (`Environment.torch_threads` and `threads_note`), and the terminal table and report warn.

@@ -26,7 +26,7 @@ SAME: Final = "same"
 INCONCLUSIVE: Final = "inconclusive"
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # "same": the whole interval within +-5% (a 2-core CPU host's honest reach in about two minutes, see
-# docs/measurements.md); "slower"/"faster": the whole interval beyond +-1%
+# docs/measurement_engine.md); "slower"/"faster": the whole interval beyond +-1%
 DEFAULT_BAND = 0.05
 DEFAULT_MARGIN = 0.01
 
