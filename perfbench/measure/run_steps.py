@@ -44,6 +44,7 @@ from perfbench.analysis.expert_load import load_record
 from perfbench.analysis.tail import decode_step_summary
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.measure import failure_kinds, host_load, host_signals
+from perfbench.measure.code_origin import gather_code_origins
 from perfbench.measure.compile_cache import compile_cache_root
 from perfbench.measure.host_probe import HostProbe, speed_change
 from perfbench.measure.iteration import Iteration, Workload, make_workload, run_iteration
@@ -294,6 +295,8 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
     cache_warm = any(cache_dir.iterdir()) if spec.device == "npu" and cache_dir and cache_dir.is_dir() else None
     inductor_before = _inductor_cache_counts()
     model = build_model(spec, caps, spec.toggles, cache_dir)
+    if spec.world_size > 1:  # every rank's code, now that the process group is up (a collective)
+        result.env.code = gather_code_origins()
     result.plan = RunPlan.of(model.plan)
     check_plan(spec, result.plan)
     workload = make_workload(spec, model.config.vocab_size)

@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 import perfbench
+from perfbench.measure.code_origin import module_command
 from perfbench.measure.routing_flips import routing_to_tensors
 from perfbench.tools.verify.context import ModelUnderTest, VerifyContext, all_on
 from perfbench.tools.verify.failures import failed_check
@@ -55,9 +56,11 @@ def _run_torchrun(spec_path: Path, timeout_s: float) -> tuple[int | None, str]:
     """(exit code or None on timeout, output) of the two-rank job; on timeout every process of it is killed."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(WORLD),
-           "--monitor-interval", "0.5", "-m", "perfbench.tools.verify.rank_worker",
-           str(spec_path.absolute())]  # absolute: a bundle folder named "-x" stays a path
+    # torchrun and each rank import this code (REPO_ROOT), whatever folder verify runs in (measure/code_origin.py)
+    rank = module_command(sys.executable, "perfbench.tools.verify.rank_worker",
+                          str(spec_path.absolute()), root=REPO_ROOT)  # absolute: a folder named "-x" stays a path
+    cmd = module_command(sys.executable, "torch.distributed.run", "--standalone", "--nproc-per-node", str(WORLD),
+                         "--monitor-interval", "0.5", "--no-python", *rank, root=REPO_ROOT)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
