@@ -54,10 +54,12 @@ def forced_pass(model: Qwen3_5MoeForCausalLM, tokens: list[list[int]], prompts: 
     capture = Capture()
 
     def tap(forward: int, width: int) -> LayerTap:
+        # as the model's own generation loop: the prefill's on the host, a decode step's on the device
+        where = "cpu" if forward == 0 else model.device
         if replay is not None and replay.layer_inputs is not None:
-            made = replay.tap(forward, torch.empty(0, dtype=model.dtype, device=model.device))
+            made = replay.tap(forward, torch.empty(0, dtype=model.dtype, device=where))
         else:
-            like = torch.empty(ids.shape[0], width, model.config.hidden_size, dtype=model.dtype, device=model.device)
+            like = torch.empty(ids.shape[0], width, model.config.hidden_size, dtype=model.dtype, device=where)
             made = LayerTap.empty(model.config.num_hidden_layers, like)
         capture.taps.append(made)
         return made
@@ -68,6 +70,7 @@ def forced_pass(model: Qwen3_5MoeForCausalLM, tokens: list[list[int]], prompts: 
         # contiguous, as generate's own tokens are: a strided column would make the graph recompile for them
         steps.append(model.decode_step(forced[:, i].contiguous(), cache,
                                        None if replay is None else replay.decode_ids[i], tap(i + 1, 1)))
+        capture.to_host()
     return Forced(torch.stack(steps, dim=1).float().cpu(), [t.outputs.cpu() for t in capture.taps],
                   [t.inputs.cpu() for t in capture.taps])
 
