@@ -18,11 +18,13 @@ MemoryError after the weights loaded. The estimate is per rank, from the same lo
   step's tap at a time, and during prefill one layer's (streamed), which the activations cover.
 CPU runs are checked whole: their ranks share this host's memory (MemAvailable of /proc/meminfo). Of a cuda or
 npu run only the taps are checked, as they live on this host; the rest is the device's memory, which this
-machine may not even have (a dry run elsewhere), and the device reports its own out-of-memory error there.
+machine may not even have (a dry run elsewhere), and the device reports its own out-of-memory error there. Under
+the NPU emulator (`--emulate-npu`) an npu run is on this host and checked whole, as a CPU run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from model.cost import total_weight_bytes
 from model.parallel import LocalSizes, ParallelLayout
 from model.parallel_config import ParallelConfig
 from perfbench.config.sweep import PlannedRun, SweepPlan, shape_label
+from perfbench.emulation.npu import label
 from perfbench.errors import UserError
 
 MEMINFO = Path("/proc/meminfo")
@@ -136,7 +139,8 @@ def available_bytes(meminfo: Path | None = None) -> int | None:
 def check_memory(sweep: SweepPlan) -> None:
     """UserError (one line: the largest run's estimate and the free memory) when a run cannot fit here: a CPU run
     whole, a device run's numerics reference taps (kept on this host)."""
-    runs = [p for p in sweep.runs if p.spec.device == "cpu" or p.spec.numerics_check]
+    emulated = label() is not None  # the NPU emulator (--emulate-npu): an npu run's device memory is this host's
+    runs = [p for p in sweep.runs if p.spec.device == "cpu" or p.spec.numerics_check or emulated]
     if not runs:
         return
     config = sweep.scenario.model_config_here()
@@ -149,6 +153,8 @@ def check_memory(sweep: SweepPlan) -> None:
     cluster = sweep.scenario.perfbench.cluster
     ranks_here = cluster.nproc_per_node or max(1, parallel.world_size // cluster.nnodes)
     estimates = [(estimate_run(config, parallel, p, ranks_here), p) for p in runs]
+    if emulated:
+        estimates = [(dataclasses.replace(e, device="cpu"), p) for e, p in estimates]
     worst, planned = max(estimates, key=lambda pair: pair[0].total)
     if worst.total > free:
         hint = ", or turn the numerics check off (perfbench.measure.numerics_check=false)" if worst.taps else ""

@@ -132,3 +132,31 @@ def test_the_gate_refuses_a_folder_whose_runs_ran_different_code(tmp_path: Path)
     same = _folder(tmp_path, "same", [_both(sha="b" * 40), _both(sha="b" * 40) + _both(sha="b" * 40, rank=1)])
     result = CliRunner().invoke(main, ["gate", "--no-confirm", "--baseline", str(base), "--current", str(same)])
     assert result.exit_code == 0, result.output
+
+
+GATHER = """
+import json, sys
+import torch.distributed as dist
+from perfbench.measure.code_origin import gather_code_origins
+dist.init_process_group("gloo")
+origins = gather_code_origins()
+if dist.get_rank() == 0:
+    open(sys.argv[1], "w").write(json.dumps([o.to_dict() for o in origins]))
+dist.barrier()
+"""
+
+
+@pytest.mark.slow
+def test_every_rank_records_its_code(tmp_path: Path) -> None:
+    script = tmp_path / "gather.py"
+    script.write_text(GATHER)
+    out = tmp_path / "origins.json"
+    env = {**os.environ, "PYTHONPATH": str(CODE_ROOT), "OMP_NUM_THREADS": "1"}
+    done = _start(module_command(sys.executable, "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                                 str(script), str(out)), tmp_path, env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    origins = [CodeOrigin.model_validate(o) for o in json.loads(out.read_text())]
+    assert sorted((o.rank, o.package) for o in origins) == [(0, "model"), (0, "perfbench"), (1, "model"),
+                                                            (1, "perfbench")]
+    assert {o.path for o in origins} == {str(CODE_ROOT / "model"), str(CODE_ROOT / "perfbench")}
+    assert mixed_code([origins]) is None

@@ -161,3 +161,21 @@ def test_a_device_runs_taps_are_checked_against_this_hosts_memory(tmp_path, monk
     assert result.exit_code == 2 and len(lines) == 1 and "of host memory (numerics reference taps" in lines[0]
     result = CliRunner().invoke(main, [*args, "--set", "perfbench.measure.numerics_check=false"])
     assert result.exit_code == 0, result.stderr  # the device's own memory is the device's to report
+
+
+def test_an_emulated_npu_run_is_checked_whole_on_this_host(tmp_path, monkeypatch):
+    # under --emulate-npu the run's device memory is this host's: weights and activations count, not the taps alone
+    monkeypatch.setattr(memory, "MEMINFO", fake_meminfo(tmp_path, 1024**2))  # 1 GiB
+    args = ["run", "ci_smoke", "--dry-run", "--set", "perfbench.device=npu", "--set",
+            "perfbench.measure.numerics_check=false", "--set", "perfbench.workload.batch_sizes=[64]", "--set",
+            "perfbench.workload.input_lens=[4096]"]
+    from perfbench.emulation import npu
+
+    try:
+        result = CliRunner().invoke(main, [*args, "--emulate-npu", "910b"])
+    finally:
+        npu.deactivate()
+    assert result.exit_code == 2 and "activations" in result.stderr, result.stderr
+    # the near miss: the same npu run without the emulator is the device's to hold
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr

@@ -3,6 +3,9 @@ binds, a dead rank in torchrun's report, and the command's usage errors."""
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -17,7 +20,8 @@ from perfbench.tools.verify import schemas
 from perfbench.tools.verify.context import all_on, tiny_config
 from perfbench.tools.verify.numerics import NEW_TOKENS, PROMPTS, Forced, agreement
 from perfbench.tools.verify.ops import unbound_reason
-from perfbench.tools.verify.parallel import dead_rank
+from perfbench.tools.verify.parallel import _case_check, dead_rank
+from perfbench.tools.verify.summary import FAIL, PASS
 from tests.cli_helpers import one_error_line
 
 RMS = "npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"
@@ -131,3 +135,25 @@ def test_usage_errors_are_one_line(args: list[str], env: dict[str, str], message
         monkeypatch.setenv(key, value)
     result = CliRunner().invoke(main, ["verify", "--out", str(tmp_path / "v"), *args])
     assert message in one_error_line(result)
+
+
+def test_the_parallel_item_judges_every_rank(tmp_path):
+    want = _forced(torch.Generator().manual_seed(0))
+    case = {"name": "tp2-all-on", "exe_mode": "eager"}
+    plan = {"mm_all_reduce": {"state": "on", "reason": ""}, "graph_mode": {"state": "off", "reason": ""}}
+    (tmp_path / "tp2-all-on.json").write_text(json.dumps(plan))
+    model = SimpleNamespace(name="tiny")
+
+    def save(rank: int, factor: float) -> None:
+        outputs = [o.clone() for o in want.outputs]
+        outputs[0][0, 1] *= factor  # the prefill's layer-0 MoE output
+        torch.save({"logits": want.logits, "outputs": outputs}, tmp_path / f"tp2-all-on.rank{rank}.pt")
+
+    save(0, 1.0)
+    assert _case_check(case, tmp_path, model, want) is None  # rank 1's result missing: not run
+    save(1, 1.03)  # rank 1 alone off by 3 %
+    check = _case_check(case, tmp_path, model, want)
+    assert check is not None and check.status == FAIL and "rank 1" in check.error, check
+    save(1, 1.0)  # the near miss: both ranks agree with world size 1
+    check = _case_check(case, tmp_path, model, want)
+    assert check is not None and check.status == PASS, check
