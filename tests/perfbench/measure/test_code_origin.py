@@ -160,3 +160,15 @@ def test_every_rank_records_its_code(tmp_path: Path) -> None:
                                                             (1, "perfbench")]
     assert {o.path for o in origins} == {str(CODE_ROOT / "model"), str(CODE_ROOT / "perfbench")}
     assert mixed_code([origins]) is None
+
+
+def test_a_baseline_of_mixed_code_is_refused(tmp_path: Path) -> None:
+    from perfbench.errors import UserError
+    from perfbench.gate.engine import save_baseline
+
+    mixed = _folder(tmp_path, "mixed", [_both(), _both(path="/other")])
+    with pytest.raises(UserError, match="ran different code"):
+        save_baseline(mixed, tmp_path / "base")
+    same = _folder(tmp_path, "same", [_both(), _both()])  # the near miss
+    save_baseline(same, tmp_path / "base", allow_dirty=True)
+    assert (tmp_path / "base" / "baseline.json").is_file()
