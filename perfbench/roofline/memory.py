@@ -17,8 +17,9 @@ MemoryError after the weights loaded. The estimate is per rank, from the same lo
   run's dtype; tokens = the padded prompt batch plus one per row and decode step. The device holds one decode
   step's tap at a time, and during prefill one layer's (streamed), which the activations cover.
 CPU runs are checked whole: their ranks share this host's memory (MemAvailable of /proc/meminfo). Of a cuda or
-npu run only the taps are checked, as they live on this host; the rest is the device's memory, which this
-machine may not even have (a dry run elsewhere), and the device reports its own out-of-memory error there. Under
+npu run only the taps are checked, as they live on the host, and only where the device is present (a dry run
+elsewhere says nothing of the host that will run it); the rest is the device's memory, which reports its own
+out-of-memory error. Under
 the NPU emulator (`--emulate-npu`) an npu run is on this host and checked whole, as a CPU run.
 """
 
@@ -140,7 +141,10 @@ def check_memory(sweep: SweepPlan) -> None:
     """UserError (one line: the largest run's estimate and the free memory) when a run cannot fit here: a CPU run
     whole, a device run's numerics reference taps (kept on this host)."""
     emulated = label() is not None  # the NPU emulator (--emulate-npu): an npu run's device memory is this host's
-    runs = [p for p in sweep.runs if p.spec.device == "cpu" or p.spec.numerics_check or emulated]
+    # a device run's taps live on the host that has the device: not this one when the device is absent (a dry run
+    # elsewhere)
+    runs = [p for p in sweep.runs
+            if p.spec.device == "cpu" or emulated or (p.spec.numerics_check and sweep.device_present)]
     if not runs:
         return
     config = sweep.scenario.model_config_here()

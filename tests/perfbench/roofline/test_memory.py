@@ -152,15 +152,22 @@ def test_dry_run_refuses_a_run_whose_numerics_reference_taps_do_not_fit(tmp_path
     assert result.exit_code == 0, result.stderr
 
 
-def test_a_device_runs_taps_are_checked_against_this_hosts_memory(tmp_path, monkeypatch):
+def test_a_device_runs_taps_are_checked_against_the_memory_of_the_host_with_the_device(tmp_path, monkeypatch):
+    from perfbench.errors import UserError
+
     monkeypatch.setattr(memory, "MEMINFO", fake_meminfo(tmp_path, 1024**2))  # 1 GiB
-    args = ["run", "qwen3_5_35b_ep8", "--dry-run", "--set", "perfbench.model=qwen3.5-35b-a3b", "--set",
-            "perfbench.workload.batch_sizes=[16]", "--set", "perfbench.workload.input_lens=[4096]"]
-    result = CliRunner().invoke(main, args)
-    lines = result.stderr.strip().splitlines()
-    assert result.exit_code == 2 and len(lines) == 1 and "of host memory (numerics reference taps" in lines[0]
-    result = CliRunner().invoke(main, [*args, "--set", "perfbench.measure.numerics_check=false"])
-    assert result.exit_code == 0, result.stderr  # the device's own memory is the device's to report
+    sets = ["perfbench.model=qwen3.5-35b-a3b", "perfbench.workload.batch_sizes=[16]",
+            "perfbench.workload.input_lens=[4096]"]
+    sc = load_scenario("qwen3_5_35b_ep8", sets)
+    caps = Capabilities(device="npu", device_name="npu here")
+    with pytest.raises(UserError, match="of host memory \\(numerics reference taps") as err:
+        memory.check_memory(plan_sweep(sc, caps, device_present=True))
+    assert len(str(err.value).splitlines()) == 1
+    off = load_scenario("qwen3_5_35b_ep8", [*sets, "perfbench.measure.numerics_check=false"])
+    memory.check_memory(plan_sweep(off, caps, device_present=True))  # the device's memory is the device's
+    # the near miss: a dry run where the device is absent knows nothing of the host that will run it
+    result = CliRunner().invoke(main, ["run", "qwen3_5_35b_ep8", "--dry-run", *(x for s in sets for x in ("--set", s))])
+    assert result.exit_code == 0, result.stderr
 
 
 def test_an_emulated_npu_run_is_checked_whole_on_this_host(tmp_path, monkeypatch):
