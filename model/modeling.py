@@ -219,13 +219,15 @@ class Qwen3_5MoeForCausalLM(nn.Module):
     def _tap(self, forward: int, capture: Capture | None, replay: Replay | None, batch: int, tokens: int
              ) -> LayerTap | None:
         """Forward `forward`'s layer tap: the replay's inputs when it has them, else recording buffers; appended
-        to `capture`. None when nothing is captured."""
+        to `capture`. None when nothing is captured. The prefill's (eager) is on the host, streamed a layer at a
+        time; a decode step's (a graph input) on the device, moved to the host after the step (model/replay.py)."""
         if capture is None:
             return None
+        where = "cpu" if forward == 0 else self.device
         if replay is not None and replay.layer_inputs is not None:
-            tap = replay.tap(forward, torch.empty(0, dtype=self.dtype, device=self.device))
+            tap = replay.tap(forward, torch.empty(0, dtype=self.dtype, device=where))
         else:
-            like = torch.empty(batch, tokens, self.config.hidden_size, dtype=self.dtype, device=self.device)
+            like = torch.empty(batch, tokens, self.config.hidden_size, dtype=self.dtype, device=where)
             tap = LayerTap.empty(self.config.num_hidden_layers, like)
         capture.taps.append(tap)
         return tap
@@ -297,6 +299,8 @@ class Qwen3_5MoeForCausalLM(nn.Module):
             tap = self._tap(i + 1, capture, replay, ids.shape[0], 1)
             with self.scopes.step(phase="decode", step=i):
                 logits = run("decode", i, functools.partial(self.decode_step, fed, cache, forced, tap))
+            if capture is not None:  # the step's tap to the host (outside the timed step)
+                capture.to_host(replay.layer_inputs[i + 1] if replay is not None and replay.layer_inputs else None)
             tokens.append(logits.argmax(-1))
             if keep_logits:
                 kept.append(logits)

@@ -13,6 +13,12 @@ moves them as much as a wrong kernel that is off by 2 %. So a replayed run
 `LayerTap` carries one forward's layer inputs [L, 2, B, T, H] (hidden, residual; layer 0 has no residual) and
 branch outputs [L, 2, B, T, H] (mixer, MoE). Recording writes the inputs; replaying reads them. Both write the
 outputs. The tensors are plain inputs of a forward, so a compiled decode step takes them as graph inputs.
+
+Taps are kept on the host (4 values of the hidden size per layer and token, a run's whole generation: more than
+the model's own activations for long runs). The eager prefill's tap lives on the host and streams one layer at a
+time (each layer's inputs are moved to the device as it enters, each branch output copied back as it is made);
+a decode step's tap, a graph input, is on the device for that step only and moved to the host after it
+(`Capture.to_host`). A replay's layer inputs stay where they were given (the host) until their forward.
 """
 
 from __future__ import annotations
@@ -54,9 +60,16 @@ class LayerTap:
 
 @dataclass
 class Capture:
-    """Filled by a generation: each forward's (prefill, then each decode step) layer tap."""
+    """Filled by a generation: each forward's (prefill, then each decode step) layer tap, on the host."""
 
     taps: list[LayerTap] = field(default_factory=list)
+
+    def to_host(self, inputs: torch.Tensor | None = None) -> None:
+        """Move the last tap to the host once its forward ran (`inputs`: a replay's host copy of its inputs, kept
+        instead of copying them back)."""
+        last = self.taps[-1]
+        host = inputs if inputs is not None else last.inputs.cpu()
+        self.taps[-1] = LayerTap(host, last.outputs.cpu(), last.force)
 
 
 @dataclass(frozen=True)
@@ -98,12 +111,13 @@ class Replay:
         k = prefill_ids.shape[-1]
         decode_ids = (torch.stack([c.ids for c in decode]).reshape(steps - 1, num_layers, -1, k) if decode
                       else prefill_ids.new_empty(0, num_layers, tokens.shape[0], k))
-        inputs = None if layer_inputs is None else [x.to(device) for x in layer_inputs]
+        inputs = None if layer_inputs is None else list(layer_inputs)  # moved forward by forward (`tap`)
         return cls(tokens.to(device), prefill_ids.to(device), decode_ids.to(device), inputs)
 
     def tap(self, forward: int, outputs_like: torch.Tensor) -> LayerTap:
-        """The tap of forward `forward` (0 = prefill): the reference's inputs, fresh output buffers."""
+        """The tap of forward `forward` (0 = prefill): the reference's inputs and fresh output buffers, both on
+        `outputs_like`'s device."""
         assert self.layer_inputs is not None
-        inputs = self.layer_inputs[forward]
+        inputs = self.layer_inputs[forward].to(outputs_like.device)
         return LayerTap(inputs, torch.zeros_like(inputs, dtype=outputs_like.dtype, device=outputs_like.device),
                         force=True)

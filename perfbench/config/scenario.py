@@ -35,8 +35,19 @@ from perfbench.config.schema import (
 )
 from perfbench.errors import UserError
 
-# Shipped as package data, so a plain (non-editable) install finds them too.
-SCENARIOS_DIR = Path(str(importlib.resources.files("perfbench.scenarios")))  # scenarios/ in a checkout
+
+def scenarios_dir(code_root: Path = Path(__file__).parent.parent.parent) -> Path:
+    """scenarios/ of the checkout this perfbench/ is in; else (an install) the package data. A checkout put on
+    PYTHONPATH reads its own scenarios, not those of whatever copy is installed: its perfbench/ holds no
+    scenarios package, so `perfbench.scenarios` would resolve to the installed (or editable) copy's."""
+    here = code_root / "scenarios"
+    if (here / "__init__.py").is_file() and (code_root / "pyproject.toml").is_file():
+        return here
+    # shipped as package data, so a plain (non-editable) install finds them too
+    return Path(str(importlib.resources.files("perfbench.scenarios")))
+
+
+SCENARIOS_DIR = scenarios_dir()
 Design = Literal["none", "grid", "one_at_a_time", "leave_one_out", "cumulative", "explicit"]
 ExeMode = Literal["eager", "ge_graph", "npugraph_ex"]
 # What the recipe always runs fused (npu_recipe.md 2.1: no switch, always on at HEAD).

@@ -63,8 +63,9 @@ from perfbench.gate.checks import (
 )
 from perfbench.gate.confirm import SUSPECT_KINDS, ABRunner, confirm, run_ab_job, unconfirmable_warning
 from perfbench.gate.rules import GateRules, RatioRule, SpeedupRule, TimingRule, default_rules, load_rules
+from perfbench.measure.code_origin import mixed_code
 from perfbench.measure.git_state import git_state
-from perfbench.results import ResultFolder, RunResult, atomic_write_json, atomic_write_text, write_results
+from perfbench.results import CodeOrigin, ResultFolder, RunResult, atomic_write_json, atomic_write_text, write_results
 from perfbench.results import load_folder as load_result_folder
 from perfbench.results.ab_record import is_ab_folder
 from perfbench.results.files import create_temp_folder
@@ -173,7 +174,21 @@ def load_folder(path: Path, role: str) -> ResultFolder:
     folder = load_result_folder(path, f"--{role} {path}")
     if not folder.runs:
         raise UserError(f"--{role} {path}: results.jsonl holds no runs")
+    refuse_mixed_code(folder, f"--{role} {path}")
     return folder
+
+
+def refuse_mixed_code(folder: ResultFolder, what: str) -> None:
+    """A folder whose runs (or ranks) imported model/ or perfbench/ from different commits or folders measured
+    more than one code: one line, never gated (Environment.code, measure/code_origin.py). Arms of `perfbench
+    ab` import their own model/ on purpose and are compared arm by arm."""
+    arms: dict[str | None, list[list[CodeOrigin]]] = {}
+    for run in folder.runs.values():
+        arms.setdefault(run.env.ab_arm, []).append(list(run.env.code))
+    for arm, origins in arms.items():
+        if problem := mixed_code(origins):
+            raise UserError(f"{what}: its runs{f' of arm {arm}' if arm else ''} ran different code ({problem}); "
+                            "gate a folder measured by one checkout")
 
 
 @dataclass(frozen=True)
@@ -472,6 +487,7 @@ def save_baseline(folder: Path, dest: Path, force: bool = False, allow_failed: b
 def _check_save(source: ResultFolder, folder: Path, dest: Path, force: bool, allow_failed: bool) -> None:
     if not source.runs:
         raise UserError(f"FOLDER {folder}: results.jsonl holds no runs")
+    refuse_mixed_code(source, f"FOLDER {folder}")
     if dest.exists() and not dest.is_dir():
         raise UserError(f"DEST {dest}: exists and is not a folder")
     if dest.resolve() == folder.resolve():

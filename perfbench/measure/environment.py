@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from perfbench.measure.code_origin import code_origins
 from perfbench.measure.git_state import git_state
 from perfbench.measure.thread_budget import threads_note
 from perfbench.results.env_allowlist import recorded_env
@@ -92,4 +93,6 @@ def collect_environment(device: str, executor: str | None = None) -> dict[str, A
         "hostname": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "date": utc_timestamp(),
+        # this process's own; a run of several ranks replaces it with every rank's (run_steps.prepare_run)
+        "code": [o.to_dict() for o in code_origins(int(os.environ.get("RANK", "0") or 0))],
     }

@@ -46,6 +46,7 @@ from perfbench.analysis.expert_load import load_record
 from perfbench.analysis.tail import decode_step_summary
 from perfbench.emulation.npu.runtime import tensor_device
 from perfbench.measure import failure_kinds, host_load, host_signals
+from perfbench.measure.code_origin import gather_code_origins
 from perfbench.measure.compile_cache import compile_cache_root
 from perfbench.measure.host_probe import HostProbe, speed_change
 from perfbench.measure.iteration import Iteration, Workload, make_workload, run_iteration
@@ -361,6 +362,8 @@ def prepare_run(spec: RunSpec, run_dir: Path) -> PreparedRun:
     began = time.perf_counter()
     model = build_model(spec, caps, spec.toggles, cache_dir)
     result.stages.build_s = round(time.perf_counter() - began, 3)
+    if spec.world_size > 1:  # every rank's code, now that the process group is up (a collective)
+        result.env.code = gather_code_origins()
     result.plan = RunPlan.of(model.plan)
     check_plan(spec, result.plan)
     workload = make_workload(spec, model.config.vocab_size)

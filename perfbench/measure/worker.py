@@ -215,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serve != (args.reply_fd is not None) or args.serve == (args.spec is not None and args.out is not None):
         parser.error("give --spec and --out, or --serve with --reply-fd")
+    from perfbench.measure.code_origin import code_root_problem
+
+    if problem := code_root_problem():  # model/ or perfbench/ from another folder than the command's code
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     from perfbench.emulation.npu import activate_from_env  # the runner's --emulate-npu, before the model loads
 
     activate_from_env()

@@ -36,6 +36,7 @@ from perfbench.results.records import (
     REL_ERROR_TOLERANCE,
     SUMMARY_KEYS,
     BlockPlacement,
+    CodeOrigin,
     Environment,
     ExpertLoad,
     Failure,
@@ -49,7 +50,8 @@ from perfbench.results.versions import SCHEMA_VERSION, migrate
 
 __all__ = [
     "CSV_COLUMNS", "FAILURE_KINDS", "REL_ERROR_TOLERANCE", "SCHEMA_VERSION", "STATUSES", "SUMMARY_KEYS",
-    "BlockPlacement", "Environment", "ExpertLoad", "Failure", "LayerLoad", "Numerics", "ResultFolder", "RunPlan",
+    "BlockPlacement", "CodeOrigin", "Environment", "ExpertLoad", "Failure", "LayerLoad", "Numerics", "ResultFolder",
+    "RunPlan",
     "RunResult", "RunSpec", "Stability", "Summary", "TraceRecord", "WorkloadShape", "atomic_write_json",
     "atomic_write_text", "layer_loads", "load_folder", "load_results", "migrate", "worst_imbalance",
     "write_results",

@@ -187,6 +187,24 @@ class Stability(Record):
     metrics: dict[str, MetricStability] = Field(default_factory=dict)
 
 
+class CodeOrigin(Record):
+    """Where one process of a run imported one of the project's packages from (measure/code_origin.py)."""
+
+    package: str  # "model" or "perfbench"
+    path: str  # the package's folder
+    git_sha: str | None = None  # the commit of the checkout holding it; "unknown" outside one
+    git_dirty: bool | None = None  # tracked files of that checkout differ from the commit
+    rank: int = 0  # the process's global rank (0 for a single-process run)
+    hostname: str | None = None
+
+    @field_validator("git_sha")
+    @classmethod
+    def _a_commit_sha(cls, value: str | None) -> str | None:
+        if problem := recorded_commit_problem(value):
+            raise ValueError(problem)
+        return value
+
+
 class Environment(Record):
     """What a run was measured on (measure/environment.py). Every field may be unknown (null)."""
 
@@ -220,6 +238,8 @@ class Environment(Record):
     ab_arm: str | None = None
     ab_ref: str | None = None
     model_package: str | None = None
+    # where each process of the run imported model/ and perfbench/ from: one entry per package and rank
+    code: list[CodeOrigin] = Field(default_factory=list)
 
     @field_validator("git_sha")
     @classmethod

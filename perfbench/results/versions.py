@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Versions of a result record (one line of results.jsonl, or result.json):
 #   1  no `schema_version` key; otherwise the fields of version 2 without `spec.expected_plan`
 #   2  `schema_version`, `spec.expected_plan` (the runner's resolved plan, checked by the worker)
@@ -15,6 +15,8 @@ SCHEMA_VERSION = 6
 #      records were timed on their own: {}, "separate", ""
 #   6  failure: the failure kind and its one-line reason (records.py FailureKind), {} (not recorded) in older
 #      records; spec.profile_export_type, "text" in older records
+#   7  env.code: where each process imported model/ and perfbench/ from (path, commit, dirty, rank, host;
+#      measure/code_origin.py), [] (not recorded) in older records
 # `migrate` brings an older record up to SCHEMA_VERSION; a newer one is refused.
 
 
@@ -28,9 +30,9 @@ def migrate(raw: dict[str, Any], where: str = "result") -> dict[str, Any]:
     if version > SCHEMA_VERSION:
         raise ValueError(f"{where}: schema_version {version} is newer than this perfbench reads "
                          f"({SCHEMA_VERSION}); upgrade perfbench to read it")
-    # 1 -> 2, 3 -> 4, 4 -> 5, 5 -> 6: only added fields (schema_version, spec.expected_plan; expert_load;
-    # blocks, spec.timing, spec.block_group; failure, spec.profile_export_type), whose defaults say "not
-    # recorded" or "timed on its own".
+    # 1 -> 2, 3 -> 4, 4 -> 5, 5 -> 6, 6 -> 7: only added fields (schema_version, spec.expected_plan;
+    # expert_load; blocks, spec.timing, spec.block_group; failure, spec.profile_export_type; env.code), whose
+    # defaults say "not recorded" or "timed on its own".
     if version < 3:
         raw = {**raw, "samples": _per_iteration_tpot(raw)}
     return {**raw, "schema_version": SCHEMA_VERSION}

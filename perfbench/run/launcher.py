@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from perfbench.lifecycle import sigterm_raises
+from perfbench.measure.code_origin import CODE_ROOT, CODE_ROOT_ENV, module_command
 from perfbench.measure.node_launch import EXECUTOR_ENV, NODE_RANK_ENV, NodeLaunch
 from perfbench.results import RunSpec
 from perfbench.results.env_allowlist import torch_copied_credentials
@@ -26,7 +27,7 @@ WORKER_MODULE = "perfbench.measure.worker"
 KILL_GRACE_S = 5.0  # SIGTERM first so torchrun can stop its ranks; SIGKILL after this
 # Where `perfbench` is imported from (not resolved, so a symlinked checkout stays itself); children import
 # the same code.
-PROJECT_DIR = Path(__file__).parent.parent.parent
+PROJECT_DIR = CODE_ROOT
 
 
 def free_port() -> int:
@@ -39,16 +40,18 @@ def free_port() -> int:
 def worker_command(spec: RunSpec, spec_path: Path, run_dir: Path, port: int | None = None,
                    python: str = sys.executable, launch: NodeLaunch | None = None) -> list[str]:
     """`python -m perfbench.measure.worker ...`, or the same under torchrun with per-rank logs: on loopback, or
-    this node's part of a multi-node `launch`."""
+    this node's part of a multi-node `launch`. Each process imports this code, whatever folder it starts in
+    (measure/code_origin.py): `python -c BOOTSTRAP CODE_ROOT module ...`, for torchrun and for each rank."""
     # paths joined to their option: an --out of "-x" stays a path
-    worker_args = ["-m", WORKER_MODULE, f"--spec={spec_path}", f"--out={run_dir}"]
+    worker = module_command(python, WORKER_MODULE, f"--spec={spec_path}", f"--out={run_dir}")
     launch = launch or NodeLaunch(nproc_per_node=spec.world_size)
     if spec.world_size <= 1 and not launch.multi_node:
-        return [python, *worker_args]
-    return [
-        python, "-m", "torch.distributed.run", *launch.torchrun_args(spec.run_id, port or free_port()),
-        "--max-restarts", "0", f"--log-dir={run_dir / 'ranks'}", "--redirects", "3", *worker_args,
-    ]
+        return worker
+    # --no-python: torchrun starts each rank as `worker` says, not as `python -u -m module`
+    return module_command(
+        python, "torch.distributed.run", *launch.torchrun_args(spec.run_id, port or free_port()),
+        "--max-restarts", "0", f"--log-dir={run_dir / 'ranks'}", "--redirects", "3", "--no-python", *worker,
+    )
 
 
 def child_env(spec: RunSpec, base: dict[str, str] | None = None, launch: NodeLaunch | None = None,
@@ -65,6 +68,7 @@ def child_env(spec: RunSpec, base: dict[str, str] | None = None, launch: NodeLau
     paths = [str(PROJECT_DIR.absolute()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.setdefault("PYTHONUNBUFFERED", "1")  # worker.log shows progress up to a timeout or kill
+    env[CODE_ROOT_ENV] = str(CODE_ROOT)  # the worker refuses to measure other code (measure/code_origin.py)
     return env
 
 

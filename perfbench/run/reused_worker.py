@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from perfbench.measure.code_origin import module_command
 from perfbench.measure.node_launch import NodeLaunch
 from perfbench.results import RunSpec
 from perfbench.run.launcher import WORKER_MODULE, ProcessOutcome, ending_signal, sigterm_as_interrupt
@@ -38,8 +39,9 @@ class ReusedWorker:
         self._key: tuple[object, ...] | None = None
 
     def command(self, reply_fd: int) -> list[str]:
-        return [self.python, "-m", WORKER_MODULE, "--serve", "--reply-fd", str(reply_fd),
-                f"--sweep={self.sweep_dir}"]
+        # this code, whatever folder the sweep was started in (measure/code_origin.py)
+        return module_command(self.python, WORKER_MODULE, "--serve", "--reply-fd", str(reply_fd),
+                              f"--sweep={self.sweep_dir}")
 
     def run(self, spec_path: Path, run_dir: Path, env: dict[str, str], round_number: int,
             timeout_s: float) -> ProcessOutcome:

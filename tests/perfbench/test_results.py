@@ -117,7 +117,7 @@ def test_the_formerly_shipped_baseline_of_schema_4_loads_as_runs_timed_separatel
     # timed on their own
     folder = REPO / "tests/fixtures/baseline_schema4"
     raws = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
-    assert {r["schema_version"] for r in raws} == {4} and SCHEMA_VERSION == 6
+    assert {r["schema_version"] for r in raws} == {4} and SCHEMA_VERSION == 7
     loaded = load_results(folder)
     assert len(loaded) == len(raws)
     assert all(not r.blocks and r.spec.timing == "separate" and r.spec.block_group == "" for r in loaded)

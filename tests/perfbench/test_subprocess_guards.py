@@ -63,6 +63,8 @@ AUDITED: dict[tuple[str, str, str], tuple[str, ...]] = {
     # passes its arguments on; every caller below is audited
     ("perfbench/measure/git_state.py", "_git", "subprocess.run"): ("stdin=subprocess.DEVNULL",),
     ("perfbench/measure/git_state.py", "git_state", "_git"): (CONSTANTS,),
+    # the folder a package was imported from (never a value read from a results folder)
+    ("perfbench/measure/code_origin.py", "_checkout_state", "_git"): (CONSTANTS,),
     ("perfbench/run/arms.py", "_git", "subprocess.run"): ("git_command(", "stdin=subprocess.DEVNULL"),
     ("perfbench/run/arms.py", "repository_of", "_git"): (CONSTANTS,),
     ("perfbench/run/arms.py", "_arm", "_git"): ('"--"', "checked_sha("),  # worktree add; the rest constants

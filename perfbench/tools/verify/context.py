@@ -29,7 +29,7 @@ from model.optimizations import TOGGLE_NAMES
 from model.routing_log import RoutedCall
 from perfbench.emulation.npu import label, tensor_device
 from perfbench.errors import UserError
-from perfbench.tools.verify.numerics import NEW_TOKENS, PROMPTS, reference_pass
+from perfbench.tools.verify.numerics import NEW_TOKENS, PROMPTS, Forced, reference_pass
 from perfbench.tools.verify.summary import ITEM_NAMES
 
 SERIES_KEY = {"A2": "910b", "A3": "910_93", "950": "950"}  # Capabilities.npu_platform -> --platform key
@@ -70,8 +70,12 @@ class Reference:
     """The all-off model's greedy tokens and teacher-forced logits (on the same device, same weights)."""
 
     tokens: list[list[int]]
-    logits: torch.Tensor
+    forced: Forced  # its teacher-forced pass: logits, every layer's inputs (replayed by every model compared), outputs
     routing: list[RoutedCall]  # the experts it chose in its teacher-forced pass: replayed by every model compared
+
+    @property
+    def logits(self) -> torch.Tensor:
+        return self.forced.logits
 
 
 def all_on(*, graph: bool, without: tuple[str, ...] = ()) -> dict[str, bool]:
@@ -147,10 +151,10 @@ class VerifyContext:
     def _decode_reference(self, model: ModelUnderTest) -> Reference:
         reference = self.build(model, "none")
         tokens = reference.generate(PROMPTS, max_new_tokens=NEW_TOKENS).tokens
-        logits, routing = reference_pass(reference, tokens)
+        forced, routing = reference_pass(reference, tokens)
         del reference
         release()
-        return Reference(tokens, logits, routing)
+        return Reference(tokens, forced, routing)
 
 
 def release() -> None:

@@ -1,7 +1,8 @@
 """Item 4, parallel (--devices 2 or more): TP2 and EP2 on two devices against world size 1, all toggles
 requested, so the plan turns on npu_mm_all_reduce_base (TP) and MC2 dispatch/combine (EP) where the platform
-allows them. One torchrun job of two ranks (rank_worker.py) runs every case; each case's teacher-forced
-logits are compared with the all-off model at world size 1 (numerics.py).
+allows them. One torchrun job of two ranks (rank_worker.py) runs every case; each rank replays the all-off
+model's tokens, experts and layer inputs at world size 1, and its layer outputs and logits are judged by a run's
+numerics and bound (numerics.py): every rank must be within it.
 
 --quick: TP2 and EP2 all on, eager; the full run adds both all off (the layouts alone) and all on with graph
 mode. A rank that dies ends the job; it is reported with its exit code and the call it was making.
@@ -23,10 +24,11 @@ import torch
 from safetensors.torch import save_file
 
 import perfbench
+from perfbench.measure.code_origin import module_command
 from perfbench.measure.routing_flips import routing_to_tensors
-from perfbench.tools.verify.context import ModelUnderTest, VerifyContext, all_on
+from perfbench.tools.verify.context import DTYPE, ModelUnderTest, VerifyContext, all_on
 from perfbench.tools.verify.failures import failed_check
-from perfbench.tools.verify.numerics import PROMPTS, ROUTING_FILE, agreement
+from perfbench.tools.verify.numerics import PROMPTS, ROUTING_FILE, Forced, agreement
 from perfbench.tools.verify.summary import FAIL, PASS, SKIPPED, Check
 
 WORLD = 2
@@ -55,9 +57,11 @@ def _run_torchrun(spec_path: Path, timeout_s: float) -> tuple[int | None, str]:
     """(exit code or None on timeout, output) of the two-rank job; on timeout every process of it is killed."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(WORLD),
-           "--monitor-interval", "0.5", "-m", "perfbench.tools.verify.rank_worker",
-           str(spec_path.absolute())]  # absolute: a bundle folder named "-x" stays a path
+    # torchrun and each rank import this code (REPO_ROOT), whatever folder verify runs in (measure/code_origin.py)
+    rank = module_command(sys.executable, "perfbench.tools.verify.rank_worker",
+                          str(spec_path.absolute()), root=REPO_ROOT)  # absolute: a folder named "-x" stays a path
+    cmd = module_command(sys.executable, "torch.distributed.run", "--standalone", "--nproc-per-node", str(WORLD),
+                         "--monitor-interval", "0.5", "--no-python", *rank, root=REPO_ROOT)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
@@ -107,15 +111,15 @@ def _job_failure(out: Path, code: int | None, output: str, timeout_s: float) -> 
                  error=f"rank {rank} died: {_exit_text(rank_code)}" + (f" ({injected})" if injected else ""))
 
 
-def _case_check(case: dict, out: Path, model: ModelUnderTest, want: torch.Tensor) -> Check | None:
+def _case_check(case: dict, out: Path, model: ModelUnderTest, want: Forced) -> Check | None:
     name = f"{model.name}/{case['name']}"
     errors = sorted(out.glob(f"{case['name']}.rank*.error.json"))
     if errors:
         record = json.loads(errors[0].read_text())
         return Check(name, FAIL, f"rank {record['rank']}", op=record["op"], call=record["call"],
                      error=record["error"])
-    logits_path = out / f"{case['name']}.pt"
-    if not logits_path.is_file():
+    rank_paths = [out / f"{case['name']}.rank{rank}.pt" for rank in range(WORLD)]
+    if not all(p.is_file() for p in rank_paths):
         return None
     plan = json.loads((out / f"{case['name']}.json").read_text())
     comm = COMM_TOGGLE[case["name"].split("-", 1)[0]]
@@ -124,11 +128,19 @@ def _case_check(case: dict, out: Path, model: ModelUnderTest, want: torch.Tensor
     graph = plan["graph_mode"]
     if case["exe_mode"] != "eager" and graph["state"] != "on":  # it ran eagerly: the graph is not verified
         return Check(name, SKIPPED, f"graph_mode {graph['state']}: {graph['reason']}")
-    a = agreement(torch.load(logits_path), want)
-    data = {"plan": {t: d["state"] for t, d in plan.items()}, **a.to_dict()}
-    detail = f"{comm_text}; {a.line()} against world size 1"
-    if not a.ok:
-        return Check(name, FAIL, detail, error=f"logits differ from world size 1: {a.line()}", data=data)
+    dtype = str(DTYPE).removeprefix("torch.")
+    ranks = []
+    for path in rank_paths:  # every rank by the run's numerics and bound against world size 1
+        saved = torch.load(path)
+        ranks.append(agreement(Forced(saved["logits"], list(saved["outputs"]), []), want, dtype))
+    worst = max(range(WORLD), key=lambda r: (not ranks[r].ok, ranks[r].max_rel_error))
+    a = ranks[worst]
+    data = {"plan": {t: d["state"] for t, d in plan.items()}, **a.to_dict(), "rank": worst,
+            "rank_errors": [r.max_rel_error for r in ranks]}
+    detail = f"{comm_text}; rank {worst}: {a.line()} against world size 1"
+    if not all(r.ok for r in ranks):
+        return Check(name, FAIL, detail, error=f"rank {worst} outside the run's numerics bound against world "
+                                               f"size 1: {a.line()}", data=data)
     return Check(name, PASS, detail, data=data)
 
 
@@ -147,14 +159,17 @@ def check_parallel(ctx: VerifyContext, log: list[str]) -> list[Check]:
         out.mkdir(parents=True, exist_ok=True)
         cases = parallel_cases(ctx.options.quick)
         spec = out / "spec.json"
-        # the reference's routing, which every rank replays (a file the ranks read as data, never as options)
-        save_file(routing_to_tensors(ref.routing), str(out / ROUTING_FILE))
+        # the reference's routing and layer inputs, which every rank replays (a file the ranks read as data, never
+        # as options)
+        taps = {f"tap.{i}.inputs": x.contiguous() for i, x in enumerate(ref.forced.inputs)}
+        save_file({**routing_to_tensors(ref.routing), **taps, "tap.count": torch.tensor(len(ref.forced.inputs))},
+                  str(out / ROUTING_FILE))
         spec.write_text(json.dumps({"model": str(model.path), "prompts": PROMPTS, "tokens": ref.tokens,
                                     "cases": cases, "out": str(out)}))
         timeout_s = TIMEOUT_S[ctx.options.quick]
         code, output = _run_torchrun(spec, timeout_s)
         log.append(f"--- {model.name}: torchrun exit {code}\n{output}")
-        results = [_case_check(case, out, model, ref.logits) for case in cases]
+        results = [_case_check(case, out, model, ref.forced) for case in cases]
         finished = [c for c in results if c is not None]
         checks += finished
         if code != 0 and not any(c.status == FAIL for c in finished):

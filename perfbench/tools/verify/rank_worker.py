@@ -4,7 +4,8 @@
 
 SPEC (JSON) names the model's config.json, the prompts, the all-off model's greedy tokens and the cases
 ({name, parallel, toggles, exe_mode}). Every rank builds each case's model on its devices and decodes the tokens
-teacher-forced; rank 0 writes `<case>.pt` (logits) and `<case>.json` (plan). A failing case writes
+teacher-forced, replaying the reference's experts and layer inputs; each rank writes `<case>.rank<R>.pt` (logits
+and layer outputs), rank 0 `<case>.json` (plan). A failing case writes
 `<case>.rank<R>.error.json` (op, call, error, traceback) and ends the job: the other ranks would wait in a
 collective. Each rank keeps the call it is about to make in `rank<R>.stage`, so a rank that dies is reported
 with what it was doing.
@@ -30,7 +31,7 @@ from model.parallel import finish, local_rank, set_local_device
 from perfbench.emulation.npu import activate_from_env, tensor_device
 from perfbench.measure.routing_flips import routing_from_tensors
 from perfbench.tools.verify.failures import NpuCallRecorder, describe
-from perfbench.tools.verify.numerics import ROUTING_FILE, forced_logits
+from perfbench.tools.verify.numerics import ROUTING_FILE, forced_pass
 
 
 def _stage(out: Path, rank: int, text: str) -> None:
@@ -47,7 +48,9 @@ def main(spec_path: Path) -> int:
     _stage(out, rank, f"init_process_group(backend={dist_backend('npu')!r})")
     set_local_device("npu")
     dist.init_process_group(backend=dist_backend("npu"))
-    routing = routing_from_tensors(load_file(str(out / ROUTING_FILE)))
+    tensors = load_file(str(out / ROUTING_FILE))
+    routing = routing_from_tensors(tensors)
+    layer_inputs = [tensors[f"tap.{i}.inputs"] for i in range(int(tensors["tap.count"]))]
     for case in spec["cases"]:
         recorder = NpuCallRecorder() if case["exe_mode"] == "eager" else None
         call = (f"Qwen3_5MoeForCausalLM.from_pretrained(..., optimizations={case['toggles']}, "
@@ -60,9 +63,10 @@ def main(spec_path: Path) -> int:
                 parallel_config=case["parallel"], dummy_weights=True, seed=0, caps=caps, exe_mode=exe_mode)
             _stage(out, rank, f"{case['name']}: teacher-forced decode of {len(spec['tokens'])} prompts")
             with recorder or contextlib.nullcontext():
-                logits = forced_logits(model, spec["tokens"], spec["prompts"], routing)
+                forced = forced_pass(model, spec["tokens"], spec["prompts"], routing, layer_inputs)
+            # every rank's logits and layer outputs: each is compared with world size 1 (parallel.py)
+            torch.save({"logits": forced.logits, "outputs": forced.outputs}, out / f"{case['name']}.rank{rank}.pt")
             if rank == 0:
-                torch.save(logits, out / f"{case['name']}.pt")
                 plan = {n: {"state": d.state, "reason": d.reason, "impl": d.impl}
                         for n, d in model.plan.decisions.items()}
                 (out / f"{case['name']}.json").write_text(json.dumps(plan))

@@ -363,3 +363,16 @@ def test_shipped_scenarios_work_after_a_plain_install(tmp_path):
     assert where.returncode == 0, where.stderr[-2000:]
     assert str(target) in subprocess.run([sys.executable, "-c", "import perfbench; print(perfbench.__file__)"],
                                          cwd=elsewhere, env=env, capture_output=True, text=True).stdout
+
+
+def test_a_checkout_reads_its_own_scenarios_not_an_installed_copys(tmp_path):
+    from perfbench.config.scenario import scenarios_dir
+
+    root = Path(__file__).resolve().parents[3]
+    assert SCENARIOS_DIR.resolve() == root / "scenarios"  # not the scenarios of another checkout installed here
+    # the near miss: an installed perfbench (no pyproject.toml beside it) reads the package data
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "__init__.py").touch()
+    assert scenarios_dir(tmp_path) != tmp_path / "scenarios"
+    (tmp_path / "pyproject.toml").touch()
+    assert scenarios_dir(tmp_path) == tmp_path / "scenarios"

@@ -44,5 +44,5 @@ def test_cann_version_from_the_toolkit_folder(tmp_path, monkeypatch):
 def test_git_state_without_git_is_unknown(monkeypatch):
     from perfbench.measure import git_state
 
-    monkeypatch.setattr(git_state, "_git", lambda *args: None)
+    monkeypatch.setattr(git_state, "_git", lambda *args, **kwargs: None)
     assert git_state.git_state() == ("unknown", None)

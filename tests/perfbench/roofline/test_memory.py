@@ -104,3 +104,85 @@ def test_a_terabyte_shape_is_refused_on_this_machine():
     result = CliRunner().invoke(main, ["run", "ci_smoke", "--dry-run", "--set", "perfbench.workload.batch_sizes=[4096]",
                                        "--set", "perfbench.workload.input_lens=[32000]"])
     assert result.exit_code == 2 and "available (MemAvailable)" in result.stderr, result.stderr
+
+
+# ---- the numerics replay's layer taps ------------------------------------------------------------------------
+
+def test_tap_estimate_is_what_the_reference_records_and_the_replay_captures():
+    from model.modeling import Qwen3_5MoeForCausalLM
+    from model.replay import Capture
+    from perfbench.roofline.memory import TAP_VALUES, tap_bytes
+
+    planned = one_run(["perfbench.workload.batch_sizes=[2]", "perfbench.workload.input_lens=[8]",
+                       "perfbench.workload.output_len=3", "perfbench.model=tiny"])
+    config = Qwen3_5MoeTextConfig.tiny()
+    model = Qwen3_5MoeForCausalLM.from_pretrained("tiny", dtype=torch.float32, device="cpu", optimizations="none",
+                                                  dummy_weights=True, seed=0)
+    ids, seq_lens = model.pad_prompts([[1] * 8, [2] * 5])
+    capture = Capture()
+    model.generate_padded(ids, seq_lens, model.new_cache(2, 11), 3, capture=capture)
+    recorded = sum(t.inputs.nbytes + t.outputs.nbytes for t in capture.taps)  # the reference: 4 values
+    assert tap_bytes(config, planned) == recorded * TAP_VALUES / 4
+    off = one_run(["perfbench.workload.batch_sizes=[2]", "perfbench.measure.numerics_check=false"])
+    assert tap_bytes(config, off) == 0
+
+
+def _fits_without_taps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sets: list[str]) -> None:
+    """This host's memory set between a run's estimate without the taps and with them."""
+    sc = load_scenario("ci_smoke", ["perfbench.device=cpu", *sets])
+    config = sc.model_config_here()
+    assert config is not None
+    est = max((estimate_run(config, sc.parallel_config, p)
+               for p in plan_sweep(sc, Capabilities(device="cpu", device_name="cpu")).runs), key=lambda e: e.total)
+    assert est.taps > 0.2 * est.total
+    monkeypatch.setattr(memory, "MEMINFO", fake_meminfo(tmp_path, int(est.total - est.taps / 2) // 1024))
+
+
+def test_dry_run_refuses_a_run_whose_numerics_reference_taps_do_not_fit(tmp_path, monkeypatch):
+    # many decode steps of a wide batch: the taps grow with every token, the unfused scores with the prompt only
+    sets = ["perfbench.workload.batch_sizes=[32]", "perfbench.workload.input_lens=[64]",
+            "perfbench.workload.output_len=1024"]
+    _fits_without_taps(tmp_path, monkeypatch, sets)
+    args = ["run", "ci_smoke", "--dry-run", *(x for s in sets for x in ("--set", s))]
+    result = CliRunner().invoke(main, args)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and "numerics reference taps" in lines[0], result.stderr
+    # the near miss: the same run without the numerics check fits
+    result = CliRunner().invoke(main, [*args, "--set", "perfbench.measure.numerics_check=false"])
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_device_runs_taps_are_checked_against_the_memory_of_the_host_with_the_device(tmp_path, monkeypatch):
+    from perfbench.errors import UserError
+
+    monkeypatch.setattr(memory, "MEMINFO", fake_meminfo(tmp_path, 1024**2))  # 1 GiB
+    sets = ["perfbench.model=qwen3.5-35b-a3b", "perfbench.workload.batch_sizes=[16]",
+            "perfbench.workload.input_lens=[4096]"]
+    sc = load_scenario("qwen3_5_35b_ep8", sets)
+    caps = Capabilities(device="npu", device_name="npu here")
+    with pytest.raises(UserError, match="of host memory \\(numerics reference taps") as err:
+        memory.check_memory(plan_sweep(sc, caps, device_present=True))
+    assert len(str(err.value).splitlines()) == 1
+    off = load_scenario("qwen3_5_35b_ep8", [*sets, "perfbench.measure.numerics_check=false"])
+    memory.check_memory(plan_sweep(off, caps, device_present=True))  # the device's memory is the device's
+    # the near miss: a dry run where the device is absent knows nothing of the host that will run it
+    result = CliRunner().invoke(main, ["run", "qwen3_5_35b_ep8", "--dry-run", *(x for s in sets for x in ("--set", s))])
+    assert result.exit_code == 0, result.stderr
+
+
+def test_an_emulated_npu_run_is_checked_whole_on_this_host(tmp_path, monkeypatch):
+    # under --emulate-npu the run's device memory is this host's: weights and activations count, not the taps alone
+    monkeypatch.setattr(memory, "MEMINFO", fake_meminfo(tmp_path, 1024**2))  # 1 GiB
+    args = ["run", "ci_smoke", "--dry-run", "--set", "perfbench.device=npu", "--set",
+            "perfbench.measure.numerics_check=false", "--set", "perfbench.workload.batch_sizes=[64]", "--set",
+            "perfbench.workload.input_lens=[4096]"]
+    from perfbench.emulation import npu
+
+    try:
+        result = CliRunner().invoke(main, [*args, "--emulate-npu", "910b"])
+    finally:
+        npu.deactivate()
+    assert result.exit_code == 2 and "activations" in result.stderr, result.stderr
+    # the near miss: the same npu run without the emulator is the device's to hold
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr

@@ -26,6 +26,7 @@ from perfbench.cli import main
 from perfbench.config.scenario import SCENARIOS_DIR, load_scenario
 from perfbench.config.sweep import plan_sweep
 from perfbench.measure import worker
+from perfbench.measure.code_origin import BOOTSTRAP
 from perfbench.results import RunSpec, load_results
 from perfbench.run.launcher import PROJECT_DIR, child_env, ending_signal, worker_command
 from perfbench.run.runner import run_scenario
@@ -224,14 +225,16 @@ def test_out_folder_with_results_needs_resume(tmp_path):
 def test_worker_command_single_process_and_torchrun(tmp_path):
     spec = RunSpec(run_id="r", scenario="s")
     cmd = worker_command(spec, tmp_path / "spec.json", tmp_path)
-    assert cmd == [sys.executable, "-m", "perfbench.measure.worker", f"--spec={tmp_path / 'spec.json'}",
-                   f"--out={tmp_path}"]
+    # `python -c BOOTSTRAP ROOT MODULE ...`: this checkout's code, whatever folder the worker starts in
+    assert cmd == [sys.executable, "-c", BOOTSTRAP, str(PROJECT_DIR), "perfbench.measure.worker",
+                   f"--spec={tmp_path / 'spec.json'}", f"--out={tmp_path}"]
     spec.parallel = dict(TWO_RANKS)
     cmd = worker_command(spec, tmp_path / "spec.json", tmp_path, port=29999)
     joined = " ".join(cmd)
-    assert cmd[1:3] == ["-m", "torch.distributed.run"]
+    assert cmd[1:5] == ["-c", BOOTSTRAP, str(PROJECT_DIR), "torch.distributed.run"]
+    rank = f"--no-python {sys.executable} -c {BOOTSTRAP} {PROJECT_DIR} perfbench.measure.worker --spec="
     for part in ("--nnodes 1", "--nproc-per-node 2", "--master-addr 127.0.0.1", "--master-port 29999",
-                 f"--log-dir={tmp_path / 'ranks'}", "--redirects 3", "-m perfbench.measure.worker --spec="):
+                 f"--log-dir={tmp_path / 'ranks'}", "--redirects 3", rank):
         assert part in joined
 
 

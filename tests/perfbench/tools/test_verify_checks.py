@@ -3,6 +3,9 @@ binds, a dead rank in torchrun's report, and the command's usage errors."""
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -11,12 +14,14 @@ from model.backend import Capabilities
 from model.optimizations import resolve_plan
 from perfbench.cli import main
 from perfbench.emulation.npu.schemas import schema_strings
+from perfbench.results import REL_ERROR_TOLERANCE
 from perfbench.tools.op_checks import op_checks
 from perfbench.tools.verify import schemas
 from perfbench.tools.verify.context import all_on, tiny_config
-from perfbench.tools.verify.numerics import agreement
+from perfbench.tools.verify.numerics import NEW_TOKENS, PROMPTS, Forced, agreement
 from perfbench.tools.verify.ops import unbound_reason
-from perfbench.tools.verify.parallel import dead_rank
+from perfbench.tools.verify.parallel import _case_check, dead_rank
+from perfbench.tools.verify.summary import FAIL, PASS
 from tests.cli_helpers import one_error_line
 
 RMS = "npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"
@@ -45,16 +50,30 @@ def test_schema_file_entries_are_read_at_any_depth_without_overloads(tmp_path):
     assert schemas._file_schemas(path) == {"npu_rms_norm": RMS}
 
 
-def test_logit_agreement_scales_with_the_reference():
-    gen = torch.Generator().manual_seed(0)
-    want = torch.randn(3, 4, 50, generator=gen)  # std 1: tolerance 1
-    near = agreement(want + 0.5, want)
-    assert near.ok and near.max_abs_diff == pytest.approx(0.5, abs=1e-5) and near.token_agreement == 1.0
-    assert not agreement(want * 3, want).ok
-    flipped = want.clone()
-    flipped[0, 0] = -flipped[0, 0]  # one position's argmax moves; a decisive one if its margin is wide
-    a = agreement(flipped, want)
-    assert a.max_abs_diff > a.tolerance and not a.ok
+def _forced(gen: torch.Generator, layers: int = 2, scale: float = 1.0) -> Forced:
+    """A teacher-forced pass of PROMPTS with NEW_TOKENS forwards: outputs [L, 2, B, T, H], logits [B, N, V]."""
+    batch, width = len(PROMPTS), max(len(p) for p in PROMPTS)
+    outputs = [torch.randn(layers, 2, batch, width if f == 0 else 1, 8, generator=gen) * scale
+               for f in range(NEW_TOKENS)]
+    return Forced(torch.randn(batch, NEW_TOKENS, 50, generator=gen), outputs, [])
+
+
+def test_verify_agreement_is_the_runs_numerics_and_bound():
+    want = _forced(torch.Generator().manual_seed(0))
+    same = agreement(want, want, "bfloat16")
+    assert same.ok and same.max_rel_error == 0.0 and same.bound == REL_ERROR_TOLERANCE["bfloat16"]
+    # one layer's branch 3 % off at every token: far inside one standard deviation of the logits, yet outside
+    off = Forced(want.logits, [o.clone() for o in want.outputs], [])
+    for o in off.outputs:
+        o[1, 0] *= 1.03
+    bad = agreement(off, want, "bfloat16")
+    assert not bad.ok and bad.max_rel_error == pytest.approx(0.03, rel=1e-3) and bad.where.endswith("layer 1 mixer")
+    # the near miss: rounding-sized noise (0.5 % of each value) passes in bf16 and fails in fp32
+    noisy = Forced(want.logits, [o * (1 + 0.005 * torch.randn(o.shape, generator=torch.Generator().manual_seed(1)))
+                                 for o in want.outputs], [])
+    assert agreement(noisy, want, "bfloat16").ok and not agreement(noisy, want, "float32").ok
+    nan = Forced(want.logits * float("nan"), want.outputs, [])
+    assert not agreement(nan, want, "bfloat16").ok
 
 
 def test_op_checks_bound_by_the_plan_of_each_platform():
@@ -116,3 +135,25 @@ def test_usage_errors_are_one_line(args: list[str], env: dict[str, str], message
         monkeypatch.setenv(key, value)
     result = CliRunner().invoke(main, ["verify", "--out", str(tmp_path / "v"), *args])
     assert message in one_error_line(result)
+
+
+def test_the_parallel_item_judges_every_rank(tmp_path):
+    want = _forced(torch.Generator().manual_seed(0))
+    case = {"name": "tp2-all-on", "exe_mode": "eager"}
+    plan = {"mm_all_reduce": {"state": "on", "reason": ""}, "graph_mode": {"state": "off", "reason": ""}}
+    (tmp_path / "tp2-all-on.json").write_text(json.dumps(plan))
+    model = SimpleNamespace(name="tiny")
+
+    def save(rank: int, factor: float) -> None:
+        outputs = [o.clone() for o in want.outputs]
+        outputs[0][0, 1] *= factor  # the prefill's layer-0 MoE output
+        torch.save({"logits": want.logits, "outputs": outputs}, tmp_path / f"tp2-all-on.rank{rank}.pt")
+
+    save(0, 1.0)
+    assert _case_check(case, tmp_path, model, want) is None  # rank 1's result missing: not run
+    save(1, 1.03)  # rank 1 alone off by 3 %
+    check = _case_check(case, tmp_path, model, want)
+    assert check is not None and check.status == FAIL and "rank 1" in check.error, check
+    save(1, 1.0)  # the near miss: both ranks agree with world size 1
+    check = _case_check(case, tmp_path, model, want)
+    assert check is not None and check.status == PASS, check
