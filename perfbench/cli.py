@@ -163,6 +163,9 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 @click.option("--looks", type=int, default=3, show_default=True,
               help="Planned looks at the pairs (the job stops at the first look that decides everything).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pair order.")
+@click.option("--ops", is_flag=True,
+              help="Also profile one iteration of every run and arm after each epoch and say which op groups "
+                   "moved (docs/ops_ab.md).")
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
 @ci_options
 @EMULATE_NPU
@@ -170,7 +173,8 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 @signal_exits
 def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, overrides: tuple[str, ...],
        max_time: float, band: float, margin: float, processes: str, pairs_per_epoch: int, pairs_per_process: int,
-       looks: int, seed: int, no_report: bool, junit: str | None, comment: str | None, emulate_npu: str | None) -> None:
+       looks: int, seed: int, ops: bool, no_report: bool, junit: str | None, comment: str | None,
+       emulate_npu: str | None) -> None:
     """Did HEAD (a git ref; default the working tree) make BASE slower? Both arms in one process, interleaved.
 
     Exit 0 no regression, 1 regression, 2 input error (an arm failed), 3 inconclusive, 130/143 interrupted. With
@@ -184,7 +188,7 @@ def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, o
     _check_ci_paths(junit, comment)
     settings = ABSettings(max_time_s=DEFAULT_CAP_S if max_time is None else max_time, band=band, margin=margin,
                           processes=processes, pairs_per_epoch=pairs_per_epoch, pairs_per_process=pairs_per_process,
-                          looks=looks, seed=seed)
+                          looks=looks, seed=seed, ops=ops)
     outcome = ab_job(base, head, scenario, list(overrides), out_dir, settings,
                      report=None if no_report else _report_after_run(), cap_from_noise=max_time is None)
     _ab_ci_outputs(outcome.record, junit, comment)
