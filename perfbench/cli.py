@@ -645,10 +645,12 @@ def history_export(db: str | None, out: str | None) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
 @click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
               help="Time cap of each ab job, seconds.")
+@click.option("--ops", is_flag=True, help="Run each ab job with --ops and name the op groups that moved in the "
+                                          "first bad commit.")
 @user_errors
 @signal_exits
 def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str | None, overrides: tuple[str, ...],
-           max_time: float) -> None:
+           max_time: float, ops: bool) -> None:
     """The first commit after GOOD up to BAD that made METRIC slower, by paired ab jobs against GOOD; commits that
     do not build or run are skipped, never blamed. Exit 0 when a commit is named or nothing changed, 2 on a usage
     error or ends that could not be compared, 3 when the ends' comparison did not decide, 130/143 interrupted
@@ -658,7 +660,7 @@ def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str 
 
     out = Path(out_dir) if out_dir else Path("reports") / f"bisect-{good}-{bad}".replace("/", "_")
     check_output_dir(out, "--out")
-    compare = ab_comparator(scenario, metric, list(overrides), max_time)  # usage errors: before anything is stored
+    compare = ab_comparator(scenario, metric, list(overrides), max_time, ops)  # usage errors: before anything is stored
     text, code = bisect_with_code(repository_of(Path.cwd()), good, bad, scenario or "ci_smoke", metric, out,
                                   compare, say=lambda line: click.echo(line, err=True), overrides=list(overrides))
     click.echo(text)

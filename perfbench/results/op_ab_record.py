@@ -69,7 +69,21 @@ class OpABRecord(_Part):
     pairs: list[OpPair] = Field(default_factory=list)
     note: str = ""  # why there are no op epochs (two processes, a failure)
 
-    def moved(self) -> list[OpVerdict]:
-        """Groups and branches behind a change: regressions, then every other group or branch called moved."""
-        rows = [*self.branches, *self.groups]
+    def moved(self, run_id: str | None = None) -> list[OpVerdict]:
+        """Groups and branches behind a change (of one run, or all): regressions first, then every other group or
+        branch called moved; shifts are not among them."""
+        rows = [r for r in [*self.branches, *self.groups] if run_id is None or r.run_id == run_id]
         return [r for r in rows if r.regression] + [r for r in rows if not r.regression and r.call == "moved"]
+
+    def moved_text(self, run_id: str | None = None, limit: int = 4) -> str:
+        """The moved groups and branches in a few words ("" when none): what gate and bisect print."""
+        rows = self.moved(run_id)
+        parts = [f"{r.group or r.branch + ' (branch)'} {_ratio_text(r)} {r.verdict}" for r in rows[:limit]]
+        more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+        return "; ".join(parts) + more
+
+
+def _ratio_text(row: OpVerdict) -> str:
+    if row.ratio is None:
+        return f"({row.present})"
+    return f"{row.ratio:.3f}x [{row.ci_low or 0.0:.3f}, {row.ci_high or float('inf'):.3f}]"
