@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from perfbench.analysis import paired
 from perfbench.analysis.sequential import DecisionRule, Judgement, judge
@@ -76,33 +77,62 @@ def _detectable(low: float, high: float, margin: float) -> float | None:
     return math.expm1(math.log1p(margin) + (math.log(high) - math.log(low)) / 2)
 
 
-def _family(times: dict[Key, tuple[list[float], list[float]]], rule: DecisionRule
-            ) -> tuple[Judgement[Key], dict[Key, Present]]:
-    """Judge every key present on both sides (one log ratio per epoch where both ran it)."""
-    present = {key: _present(b, h) for key, (b, h) in times.items()}
-    estimates: dict[Key, list[float]] = {}
+def _estimates(times: dict[Key, tuple[list[float], list[float]]]) -> dict[Key, list[float]]:
+    """Each key present on both sides: one log ratio per epoch where both ran it."""
+    out: dict[Key, list[float]] = {}
     for key, (b, h) in times.items():
-        if present[key] == "both":
+        if _present(b, h) == "both":
             logs = paired.log_ratios(b, h)
             if logs.size:
-                estimates[key] = [float(x) for x in logs]
-    counts = {key: len(v) for key, v in estimates.items()}
-    return judge(estimates, counts, rule, len(estimates), final=True), present
+                out[key] = [float(x) for x in logs]
+    return out
 
 
-def _rows(times: dict[Key, tuple[list[float], list[float]]], rule: DecisionRule,
+@dataclass(frozen=True)
+class OpJudgement:
+    """The groups' family and the branches' family, judged at the end of a job (`ab --ops`, or a simulated one)."""
+
+    groups: Judgement[Key]
+    branches: Judgement[Key]
+
+    def branch_word(self, key: Key) -> Verdict | None:
+        """The verdict of the branch a group key (run_id, label) sits in."""
+        found = self.branches.ratios.get((key[0], OpGroup.from_label(key[1]).branch))
+        return found.verdict if found is not None else None
+
+    def call(self, key: Key, verdict: Verdict) -> Call:
+        """A group's call: "shift" when it moved and its branch is "same", "moved" when its branch is not."""
+        if verdict not in (SLOWER, FASTER):
+            return ""
+        return "shift" if self.branch_word(key) == SAME else "moved"
+
+    def named(self) -> set[Key]:
+        """Every group and branch called slower or faster (a branch as (run_id, branch))."""
+        return {key for family in (self.groups, self.branches) for key, r in family.ratios.items()
+                if r.verdict in (SLOWER, FASTER)}
+
+
+def judge_ops(groups: Mapping[Key, Sequence[float]], branches: Mapping[Key, Sequence[float]],
+              rule: DecisionRule) -> OpJudgement:
+    """Each family's per-epoch log ratios judged at the end (`sequential.judge`, final, the family's own size)."""
+    def family(estimates: Mapping[Key, Sequence[float]]) -> Judgement[Key]:
+        return judge(estimates, {k: len(v) for k, v in estimates.items()}, rule, len(estimates), final=True)
+
+    return OpJudgement(family(groups), family(branches))
+
+
+def _rows(times: dict[Key, tuple[list[float], list[float]]], judgement: Judgement[Key],
           group: bool) -> list[OpVerdict]:
-    judgement, present = _family(times, rule)
     rows = []
     for key, (b, h) in times.items():
         rid, name = key
         branch = OpGroup.from_label(name).branch if group else name
         base_us, head_us = _mean(b), _mean(h)
+        present = _present(b, h)
         one_side: dict[str, Verdict] = {"only base": FASTER, "only head": SLOWER}
-        if present[key] != "both":
-            verdict: Verdict = one_side[present[key]]
-            rows.append(OpVerdict(run_id=rid, branch=branch, group=name if group else None, present=present[key],
-                                  base_us=base_us, head_us=head_us, epochs=len(b), verdict=verdict))
+        if present != "both":
+            rows.append(OpVerdict(run_id=rid, branch=branch, group=name if group else None, present=present,
+                                  base_us=base_us, head_us=head_us, epochs=len(b), verdict=one_side[present]))
             continue
         r = judgement.ratios.get(key)
         if r is None:
@@ -112,12 +142,6 @@ def _rows(times: dict[Key, tuple[list[float], list[float]]], rule: DecisionRule,
                               epochs=r.clusters, verdict=r.verdict, regression=judgement.regressions[key],
                               detectable=_detectable(r.low, r.high, r.margin)))
     return rows
-
-
-def _call(row: OpVerdict, branch: Verdict | None) -> Call:
-    if row.verdict not in (SLOWER, FASTER):
-        return ""
-    return "shift" if branch == SAME else "moved"
 
 
 def _order(row: OpVerdict) -> tuple[int, int, float, str]:
@@ -144,13 +168,13 @@ def op_verdicts(pairs: Sequence[OpPair], rule: DecisionRule, small_share: float 
             b, h = branches.setdefault((p.run_id, branch), ([], []))
             b.append(sum(us for label, us in base.items() if OpGroup.from_label(label).branch == branch))
             h.append(sum(us for label, us in head.items() if OpGroup.from_label(label).branch == branch))
-    branch_rows = _rows(branches, rule, group=False)
-    branch_word = {(r.run_id, r.branch): r.verdict for r in branch_rows}
+    judged = judge_ops(_estimates(groups), _estimates(branches), rule)
+    branch_rows = _rows(branches, judged.branches, group=False)
     for r in branch_rows:
         r.call = "moved" if r.verdict in (SLOWER, FASTER) else ""
-    group_rows = _rows(groups, rule, group=True)
+    group_rows = _rows(groups, judged.groups, group=True)
     for r in group_rows:
-        r.call = _call(r, branch_word.get((r.run_id, r.branch)))
+        r.call = judged.call((r.run_id, r.group or ""), r.verdict)
         r.regression = r.regression and r.call == "moved"
     overheads = [arm.profiled_ms / arm.plain_ms - 1 for p in pairs for arm in (p.base, p.head) if arm.plain_ms > 0]
     return OpABRecord(epochs=len({p.epoch for p in pairs}),
