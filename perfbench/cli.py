@@ -219,10 +219,13 @@ def _ab_ci_outputs(record: ABRecord, junit: str | None, comment: str | None) -> 
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Result folder (default reports/calibrate-...).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@click.option("--ops", is_flag=True, help="Also record op epochs (ab --ops) and say what each op group's shift is "
+                                          "detected in, and how often A/A names any (docs/ops_ab.md).")
 @user_errors
 @signal_exits
 def calibrate(scenario: str | None, record_s: float, jobs: int, cap_s: float, startup_s: float | None,
-              condition: str, from_folder: str | None, out_dir: str | None, overrides: tuple[str, ...]) -> None:
+              condition: str, from_folder: str | None, out_dir: str | None, overrides: tuple[str, ...],
+              ops: bool) -> None:
     """Record this host's timing noise (A/A epochs of SCENARIO, default ci_smoke) and say what a job can detect.
 
     Prints, per injected slowdown (0, 1, 2, 3, 5, 10%), the simulated jobs' false words, decided and detected
@@ -232,7 +235,7 @@ def calibrate(scenario: str | None, record_s: float, jobs: int, cap_s: float, st
     from perfbench.run.calibrate import table_lines
 
     result = run_calibrate(scenario, list(overrides), out_dir, record_s, jobs, cap_s, startup_s, condition,
-                           from_folder)
+                           from_folder, ops=ops)
     for line in table_lines(result, result.record.startup_s if startup_s is None else startup_s):
         click.echo(line)
 

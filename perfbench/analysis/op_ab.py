@@ -33,6 +33,7 @@ from perfbench.results.verdicts import FASTER, SAME, SLOWER, Verdict
 
 SMALL_SHARE = 0.01
 Key = tuple[str, str]  # (run_id, group label or branch)
+Times = dict[Key, tuple[list[float], list[float]]]  # key -> (base µs, head µs), one entry per op epoch
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -77,7 +78,7 @@ def _detectable(low: float, high: float, margin: float) -> float | None:
     return math.expm1(math.log1p(margin) + (math.log(high) - math.log(low)) / 2)
 
 
-def _estimates(times: dict[Key, tuple[list[float], list[float]]]) -> dict[Key, list[float]]:
+def _estimates(times: Times) -> dict[Key, list[float]]:
     """Each key present on both sides: one log ratio per epoch where both ran it."""
     out: dict[Key, list[float]] = {}
     for key, (b, h) in times.items():
@@ -121,7 +122,7 @@ def judge_ops(groups: Mapping[Key, Sequence[float]], branches: Mapping[Key, Sequ
     return OpJudgement(family(groups), family(branches))
 
 
-def _rows(times: dict[Key, tuple[list[float], list[float]]], judgement: Judgement[Key],
+def _rows(times: Times, judgement: Judgement[Key],
           group: bool) -> list[OpVerdict]:
     rows = []
     for key, (b, h) in times.items():
@@ -151,11 +152,11 @@ def _order(row: OpVerdict) -> tuple[int, int, float, str]:
             row.group or row.branch)
 
 
-def op_verdicts(pairs: Sequence[OpPair], rule: DecisionRule, small_share: float = SMALL_SHARE) -> OpABRecord:
-    """The groups and branches of the op epochs `pairs`, judged (see the module docstring)."""
+def family_times(pairs: Sequence[OpPair], small_share: float = SMALL_SHARE) -> tuple[Times, Times]:
+    """(groups, branches): per key, both arms' µs in every op epoch, in the order of `pairs` (small groups pooled)."""
     pooled = _pooled(pairs, small_share)
-    groups: dict[Key, tuple[list[float], list[float]]] = {}
-    branches: dict[Key, tuple[list[float], list[float]]] = {}
+    groups: Times = {}
+    branches: Times = {}
     for p in pairs:
         key = pooled[p.run_id]
         labels = sorted(set(key.values()))
@@ -168,6 +169,12 @@ def op_verdicts(pairs: Sequence[OpPair], rule: DecisionRule, small_share: float 
             b, h = branches.setdefault((p.run_id, branch), ([], []))
             b.append(sum(us for label, us in base.items() if OpGroup.from_label(label).branch == branch))
             h.append(sum(us for label, us in head.items() if OpGroup.from_label(label).branch == branch))
+    return groups, branches
+
+
+def op_verdicts(pairs: Sequence[OpPair], rule: DecisionRule, small_share: float = SMALL_SHARE) -> OpABRecord:
+    """The groups and branches of the op epochs `pairs`, judged (see the module docstring)."""
+    groups, branches = family_times(pairs, small_share)
     judged = judge_ops(_estimates(groups), _estimates(branches), rule)
     branch_rows = _rows(branches, judged.branches, group=False)
     for r in branch_rows:

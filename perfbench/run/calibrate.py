@@ -111,7 +111,7 @@ def simulate_record(record: NoiseRecord, jobs: int, cap_s: float, startup_s: flo
 
 def calibrate(scenario: str | None, overrides: list[str], out_dir: str | None, record_s: float, jobs: int,
               cap_s: float, startup_s: float | None, condition: str, from_folder: str | None,
-              keep: bool = True) -> Calibration:
+              keep: bool = True, ops: bool = False) -> Calibration:
     host = this_host()
     load = HostLoad(condition=condition)
     if from_folder is not None:
@@ -124,7 +124,7 @@ def calibrate(scenario: str | None, overrides: list[str], out_dir: str | None, r
         out = Path(out_dir) if out_dir else default_out(f"calibrate-{scenario or 'ci_smoke'}")
         before = os.getloadavg()[0]
         outcome = ab_job("HEAD", "HEAD", scenario, overrides, str(out),
-                         ABSettings(max_time_s=record_s, looks=1), report=None, say_noise=False)
+                         ABSettings(max_time_s=record_s, looks=1, ops=ops), report=None, say_noise=False)
         ab = outcome.record
         load = HostLoad(loadavg_before=round(before, 2), loadavg_after=round(os.getloadavg()[0], 2),
                         condition=condition)
@@ -133,6 +133,11 @@ def calibrate(scenario: str | None, overrides: list[str], out_dir: str | None, r
     record = noise_of_ab(ab, host, load)
     rows, detectable, check, simulate_s = simulate_record(record, jobs, cap_s, startup_s)
     record = record.model_copy(update={"detectable": detectable})
+    if ops:  # calibrate --ops (perfbench/run/calibrate_ops.py)
+        from perfbench.run.calibrate_ops import op_calibration
+
+        startup = record.startup_s if startup_s is None else startup_s
+        record = record.model_copy(update={"ops": op_calibration(ab, cap_s, startup)})
     path = None
     if keep:
         atomic_write_json(out / NOISE_FILE, record.model_dump(mode="json"))
@@ -164,6 +169,10 @@ def table_lines(result: Calibration, startup_s: float) -> list[str]:
     lag = f"; lag-1 autocorrelation of epochs {result.check.lag1:+.2f}" if result.check.lag1 is not None else ""
     lines.append(f"variance check: mean t^2 {result.check.mean_t2:.2f} over {result.check.values} epochs "
                  f"(1 when the intervals are honest): {verdict}{lag}")
+    if record.ops is not None:
+        from perfbench.run.calibrate_ops import op_lines
+
+        lines += op_lines(record.ops)
     if result.path is not None:
         lines.append(f"noise file: {result.path}")
     return lines
