@@ -137,7 +137,8 @@ def calibrate(scenario: str | None, overrides: list[str], out_dir: str | None, r
         from perfbench.run.calibrate_ops import op_calibration
 
         startup = record.startup_s if startup_s is None else startup_s
-        record = record.model_copy(update={"ops": op_calibration(ab, cap_s, startup)})
+        # a tenth of --jobs: each group is a shift of its own, judged over the whole family
+        record = record.model_copy(update={"ops": op_calibration(ab, cap_s, startup, max(100, jobs // 10))})
     path = None
     if keep:
         atomic_write_json(out / NOISE_FILE, record.model_dump(mode="json"))

@@ -32,4 +32,8 @@ def op_lines(noise: OpNoise) -> list[str]:
                      f"in {d.others_named:.1%})")
     if len(noise.detection) > SHOWN:
         lines.append(f"  ... {len(noise.detection) - SHOWN} more groups in the noise file (ops.detection)")
+    if noise.epochs_per_job > len(noise.epochs):
+        lines.append(f"  warning: {len(noise.epochs)} op epochs recorded, fewer than the {noise.epochs_per_job} of a "
+                     "job at this cap: simulated jobs repeat epochs, which understates the spread and overstates the "
+                     "rates; record longer (--record-time)")
     return lines

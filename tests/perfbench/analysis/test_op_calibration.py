@@ -51,3 +51,11 @@ def test_the_calibration_reports_the_false_rate_and_a_detection_per_group(noise:
 def test_a_job_without_op_epochs_cannot_be_calibrated() -> None:
     with pytest.raises(UserError, match="no op epochs"):
         op_calibration(ab_record(), 110.0, 10.0)
+
+
+def test_a_recording_shorter_than_a_job_is_warned_about(noise: OpNoise) -> None:
+    short = noise.model_copy(update={"epochs": noise.epochs[:5]})
+    found = calibrate_ops(short, RULE, cap_s=130.0, startup_s=10.0, jobs=5)
+    assert "warning: 5 op epochs recorded, fewer than the 12" in op_lines(found)[-1]
+    enough = calibrate_ops(noise, RULE, cap_s=130.0, startup_s=10.0, jobs=5)
+    assert not any("warning" in line for line in op_lines(enough))
