@@ -15,12 +15,13 @@ from perfbench.results.op_group import BRANCHES, OpGroup
 from perfbench.run.ab_ops import TWO_PROCESSES_NOTE, op_seed, ops_record, ops_table
 from tests.perfbench.profiling.op_profiles import op_pairs, profile
 from tests.perfbench.run.test_ab import REPO, TINY
+from tests.records_kit import ab_record
 
 
 def test_the_record_round_trips_through_ab_json_and_the_table_names_the_moved_group() -> None:
     record = ops_record(op_pairs(profile(), profile({("full_attention", "moe", "aten::mm"): 1.10}), epochs=20),
                         DecisionRule())
-    ab = ABRecord(ops=record)
+    ab = ab_record(ops=record)
     again = ABRecord.model_validate_json(ab.model_dump_json())
     assert again.ops == record
     lines = ops_table(record)
