@@ -37,9 +37,10 @@ def ops_section(ops: OpABRecord | None) -> Section | None:
                Column("base_us", "base µs"), Column("head_us", "head µs"),
                Column("ratio", "head / base", ci=("lo", "hi"), suffix="x"), Column("verdict", mark_key="verdict"),
                Column("call"), Column("epochs"), Column("detectable", "detects")]
-    moved = [r for r in ops.groups if r.call or r.present != "both"]
-    section.blocks.append(Table("ab_ops_moved", columns, [_row(r) for r in [*ops.branches, *moved]],
-                                caption="Branches, then the groups that moved or ran on one side only; intervals at "
+    one_sided = [r for r in ops.groups if r.present != "both"]
+    moved = [r for r in ops.groups if r.call and r.present == "both"]
+    section.blocks.append(Table("ab_ops_moved", columns, [_row(r) for r in [*one_sided, *ops.branches, *moved]],
+                                caption="Ops on one side only, the branches, then the groups that moved; intervals at "
                                         "the family level (Bonferroni over the groups, or over the branches); "
                                         "detects: the smallest change the group's own spread could have called"))
     section.blocks.append(Table("ab_ops_all", columns, [_row(r) for r in ops.groups],

@@ -61,7 +61,8 @@ def _line(row: OpVerdict) -> str:
 
 
 def ops_table(record: OpABRecord) -> list[str]:
-    """The printed table: the branches, then the groups (one-sided first, then those called), largest first."""
+    """The printed table: the groups on one side only, the branches, then the groups called, then the largest
+    others."""
     if not record.epochs:
         return [f"ops: {record.note}"]
     overhead = f"{record.profiler_overhead:+.0%}" if record.profiler_overhead is not None else "unknown"
@@ -72,10 +73,14 @@ def ops_table(record: OpABRecord) -> list[str]:
              f"run's op time pooled per branch",
              f"  {'run':<4} {'branch / group (branch | op | phase | layer type)':<58} {'base us':>10} {'head us':>10}"
              f"  {'head/base [interval]':<21}  {'word':<12} {'call':<10} {'detects':>8}"]
+    one_sided = [r for r in record.groups if r.present != "both"]
+    called = [r for r in record.groups if r.present == "both" and r.call]
+    rest = [r for r in record.groups if r.present == "both" and not r.call]
+    shown = [*one_sided, *called][:SHOWN_GROUPS]
+    lines += [_line(r) for r in one_sided if r in shown]  # ops on one side only first
     lines += [_line(r) for r in record.branches]
-    shown = [r for r in record.groups if r.call or r.present != "both"][:SHOWN_GROUPS]
-    rest = [r for r in record.groups if r not in shown]
-    lines += [_line(r) for r in shown + rest[:max(SHOWN_GROUPS - len(shown), 0)]]
+    lines += [_line(r) for r in shown if r not in one_sided]
+    lines += [_line(r) for r in rest[:max(SHOWN_GROUPS - len(shown), 0)]]
     if len(record.groups) > SHOWN_GROUPS:
         lines.append(f"  ... {len(record.groups) - SHOWN_GROUPS} more groups in ab.json (ops.groups)")
     return lines

@@ -54,3 +54,11 @@ def test_ab_ops_on_the_working_tree_prints_the_ops_table_and_records_the_groups(
     assert {r.branch for r in record.ops.branches} <= set(BRANCHES)
     assert all(OpGroup.from_label(r.group or "").branch == r.branch for r in record.ops.groups)
     assert record.ops.profiler_overhead is not None
+
+
+def test_ops_on_one_side_only_come_first_in_the_table() -> None:
+    record = ops_record(op_pairs(profile(), profile(fused_norm=True), seed=5), DecisionRule())
+    rows = ops_table(record)[2:]
+    one_sided = [i for i, line in enumerate(rows) if "only base" in line or "only head" in line]
+    assert one_sided == list(range(len(one_sided))) and len(one_sided) >= 2
+    assert all("cost shift" in rows[i] for i in one_sided)
