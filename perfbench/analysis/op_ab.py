@@ -7,8 +7,8 @@ log ratio head / base is a cluster estimate, and the groups of the job are one f
 of all the groups hold jointly. The branches (attention, linear attention, MoE, norm, embedding / lm head, other:
 perfbench/results/op_group.py) are a second family, judged the same way on their summed time.
 
-- Small groups (under `SMALL_SHARE` of the run's op time, both arms' mean) are pooled per branch into one
-  "(small ops)" group: a few hundred tiny ops would each take a share of the family's error rate.
+- Small groups (under `SMALL_SHARE` of the run's op time, both arms' mean) that both arms ran are pooled per
+  branch into one "(small ops)" group: a few hundred tiny ops would each take a share of the family's error rate.
 - A group on one side only (a fused op that replaced several, or the several it replaced) is listed first;
   its word is "slower" (only head) or "faster" (only base), and its time stays in its branch.
 - Cost shift: a group that moved (or is on one side only) while its branch is "same" is a *shift*: a fusion
@@ -41,19 +41,19 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def _pooled(pairs: Sequence[OpPair], small_share: float) -> dict[str, dict[str, str]]:
-    """run_id -> group label -> the label it is judged under (itself, or its branch's small ops)."""
-    totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    runs: dict[str, int] = defaultdict(int)
+    """run_id -> group label -> the label it is judged under: itself, or its branch's small ops when it is under
+    `small_share` of the run's op time and both arms ran it (an op on one side only is never pooled)."""
+    totals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
     for p in pairs:
-        runs[p.run_id] += 1
-        for arm in (p.base, p.head):
+        for side, arm in enumerate((p.base, p.head)):
             for label, us in arm.groups.items():
-                totals[p.run_id][label] += us / 2
+                totals[p.run_id][label][side] += us
     out: dict[str, dict[str, str]] = {}
     for rid, per in totals.items():
-        whole = sum(per.values())
-        out[rid] = {label: (label if us >= small_share * whole else OpGroup.small_ops(
-            OpGroup.from_label(label).branch).label) for label, us in per.items()}
+        whole = sum(sum(us) for us in per.values()) / 2
+        out[rid] = {label: (OpGroup.small_ops(OpGroup.from_label(label).branch).label
+                            if sum(us) / 2 < small_share * whole and min(us) > 0 else label)
+                    for label, us in per.items()}
     return out
 
 

@@ -69,6 +69,9 @@ def test_a_fusion_toggle_flipped_between_arms_is_a_cost_shift_in_its_branch() ->
     assert {r.branch for r in one_sided} == {"norm"}
     assert all(r.call == "shift" and not r.regression for r in one_sided)
     assert any("fused_rmsnorm" in (r.group or "") and r.present == "only head" for r in one_sided)
+    # every op the fusion replaced is named on its own, never pooled into the branch's small ops
+    gone = {OpGroup.from_label(r.group or "").op for r in one_sided if r.present == "only base"}
+    assert gone == {"aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"}
     assert {(b.branch, b.verdict) for b in record.branches if b.branch == "norm"} == {("norm", "same")}
     assert not any(r.regression for r in [*record.groups, *record.branches])
 
