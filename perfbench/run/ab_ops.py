@@ -51,12 +51,12 @@ def _ratio(row: OpVerdict) -> str:
     return f"{row.ratio:6.3f}x [{low:.3f}, {high:.3f}]"
 
 
-def _line(row: OpVerdict) -> str:
+def _line(row: OpVerdict, run_width: int) -> str:
     name = row.group or f"{row.branch} (branch)"
     detect = f"+-{row.detectable:.1%}" if row.detectable is not None else "-"
     call = {"shift": "cost shift", "moved": "moved", "": ""}[row.call]
     flag = " REGRESSION" if row.regression else ""
-    return (f"  {row.run_id}  {name:<58} {row.base_us:10.1f} {row.head_us:10.1f}  {_ratio(row)}  "
+    return (f"  {row.run_id:<{run_width}}  {name:<58} {row.base_us:10.1f} {row.head_us:10.1f}  {_ratio(row)}  "
             f"{row.verdict:<12} {call:<10} {detect:>8}{flag}")
 
 
@@ -66,21 +66,22 @@ def ops_table(record: OpABRecord) -> list[str]:
     if not record.epochs:
         return [f"ops: {record.note}"]
     overhead = f"{record.profiler_overhead:+.0%}" if record.profiler_overhead is not None else "unknown"
+    width = max([3, *(len(r.run_id) for r in record.branches), *(len(r.run_id) for r in record.groups)])
     levels = sorted({r.level for r in [*record.branches, *record.groups] if r.level is not None})
     lines = [f"ops: {record.epochs} op epochs (one profiled iteration of every run and arm each); profiler "
              f"overhead {overhead} of an unprofiled iteration; intervals at the family level "
              f"({', '.join(f'{x:.2%}' for x in levels) or 'none'}); groups under {record.small_share:.0%} of a "
              f"run's op time pooled per branch",
-             f"  {'run':<4} {'branch / group (branch | op | phase | layer type)':<58} {'base us':>10} {'head us':>10}"
-             f"  {'head/base [interval]':<21}  {'word':<12} {'call':<10} {'detects':>8}"]
+             f"  {'run':<{width}}  {'branch / group (branch | op | phase | layer type)':<58} {'base us':>10} "
+             f"{'head us':>10}  {'head/base [interval]':<21}  {'word':<12} {'call':<10} {'detects':>8}"]
     one_sided = [r for r in record.groups if r.present != "both"]
     called = [r for r in record.groups if r.present == "both" and r.call]
     rest = [r for r in record.groups if r.present == "both" and not r.call]
     shown = [*one_sided, *called][:SHOWN_GROUPS]
-    lines += [_line(r) for r in one_sided if r in shown]  # ops on one side only first
-    lines += [_line(r) for r in record.branches]
-    lines += [_line(r) for r in shown if r not in one_sided]
-    lines += [_line(r) for r in rest[:max(SHOWN_GROUPS - len(shown), 0)]]
+    lines += [_line(r, width) for r in one_sided if r in shown]  # ops on one side only first
+    lines += [_line(r, width) for r in record.branches]
+    lines += [_line(r, width) for r in shown if r not in one_sided]
+    lines += [_line(r, width) for r in rest[:max(SHOWN_GROUPS - len(shown), 0)]]
     if len(record.groups) > SHOWN_GROUPS:
         lines.append(f"  ... {len(record.groups) - SHOWN_GROUPS} more groups in ab.json (ops.groups)")
     return lines
