@@ -164,6 +164,9 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 @click.option("--looks", type=int, default=3, show_default=True,
               help="Planned looks at the pairs (the job stops at the first look that decides everything).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the pair order.")
+@click.option("--ops", is_flag=True,
+              help="Also profile one iteration of every run and arm after each epoch and say which op groups "
+                   "moved (docs/ops_ab.md).")
 @click.option("--no-report", is_flag=True, help="Do not render report.html at the end.")
 @ci_options
 @EMULATE_NPU
@@ -171,7 +174,8 @@ def run(scenario: str | None, out_dir: str | None, overrides: tuple[str, ...], d
 @signal_exits
 def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, overrides: tuple[str, ...],
        max_time: float, band: float, margin: float, processes: str, pairs_per_epoch: int, pairs_per_process: int,
-       looks: int, seed: int, no_report: bool, junit: str | None, comment: str | None, emulate_npu: str | None) -> None:
+       looks: int, seed: int, ops: bool, no_report: bool, junit: str | None, comment: str | None,
+       emulate_npu: str | None) -> None:
     """Did HEAD (a git ref; default the working tree) make BASE slower? Both arms in one process, interleaved.
 
     Exit 0 no regression, 1 regression, 2 input error (an arm failed), 3 inconclusive, 130/143 interrupted. With
@@ -185,7 +189,7 @@ def ab(base: str, head: str | None, scenario: str | None, out_dir: str | None, o
     _check_ci_paths(junit, comment)
     settings = ABSettings(max_time_s=DEFAULT_CAP_S if max_time is None else max_time, band=band, margin=margin,
                           processes=processes, pairs_per_epoch=pairs_per_epoch, pairs_per_process=pairs_per_process,
-                          looks=looks, seed=seed)
+                          looks=looks, seed=seed, ops=ops)
     outcome = ab_job(base, head, scenario, list(overrides), out_dir, settings,
                      report=None if no_report else _report_after_run(), cap_from_noise=max_time is None)
     _ab_ci_outputs(outcome.record, junit, comment)
@@ -216,10 +220,13 @@ def _ab_ci_outputs(record: ABRecord, junit: str | None, comment: str | None) -> 
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Result folder (default reports/calibrate-...).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
+@click.option("--ops", is_flag=True, help="Also record op epochs (ab --ops) and say what each op group's shift is "
+                                          "detected in, and how often A/A names any (docs/ops_ab.md).")
 @user_errors
 @signal_exits
 def calibrate(scenario: str | None, record_s: float, jobs: int, cap_s: float, startup_s: float | None,
-              condition: str, from_folder: str | None, out_dir: str | None, overrides: tuple[str, ...]) -> None:
+              condition: str, from_folder: str | None, out_dir: str | None, overrides: tuple[str, ...],
+              ops: bool) -> None:
     """Record this host's timing noise (A/A epochs of SCENARIO, default ci_smoke) and say what a job can detect.
 
     Prints, per injected slowdown (0, 1, 2, 3, 5, 10%), the simulated jobs' false words, decided and detected
@@ -229,7 +236,7 @@ def calibrate(scenario: str | None, record_s: float, jobs: int, cap_s: float, st
     from perfbench.run.calibrate import table_lines
 
     result = run_calibrate(scenario, list(overrides), out_dir, record_s, jobs, cap_s, startup_s, condition,
-                           from_folder)
+                           from_folder, ops=ops)
     for line in table_lines(result, result.record.startup_s if startup_s is None else startup_s):
         echo(line)
 
@@ -644,10 +651,12 @@ def history_export(db: str | None, out: str | None) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a scenario key.")
 @click.option("--max-time", "max_time", type=float, default=110.0, show_default=True,
               help="Time cap of each ab job, seconds.")
+@click.option("--ops", is_flag=True, help="Run each ab job with --ops and name the op groups that moved in the "
+                                          "first bad commit.")
 @user_errors
 @signal_exits
 def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str | None, overrides: tuple[str, ...],
-           max_time: float) -> None:
+           max_time: float, ops: bool) -> None:
     """The first commit after GOOD up to BAD that made METRIC slower, by paired ab jobs against GOOD; commits that
     do not build or run are skipped, never blamed. Exit 0 when a commit is named or nothing changed, 2 on a usage
     error or ends that could not be compared, 3 when the ends' comparison did not decide, 130/143 interrupted
@@ -657,7 +666,7 @@ def bisect(good: str, bad: str, scenario: str | None, metric: str, out_dir: str 
 
     out = Path(out_dir) if out_dir else Path("reports") / f"bisect-{good}-{bad}".replace("/", "_")
     check_output_dir(out, "--out")
-    compare = ab_comparator(scenario, metric, list(overrides), max_time)  # usage errors: before anything is stored
+    compare = ab_comparator(scenario, metric, list(overrides), max_time, ops)  # usage errors: before anything is stored
     text, code = bisect_with_code(repository_of(Path.cwd()), good, bad, scenario or "ci_smoke", metric, out,
                                   compare, say=lambda line: echo(line, err=True), overrides=list(overrides))
     echo(text)

@@ -7,7 +7,8 @@ pass, and the rest (inconclusive, or slower but not after Holm) is inconclusive.
 `--band`; the rule's own threshold is reported beside it. A job that stopped on a failed arm or an interrupt is
 an input error (exit 2), never a regression. A `toggles` rule compares the base
 arm's plan with the head arm's per run. Rules on what an ab job does not measure (op counts, numerics, traces,
-compile time, memory) are reported as not compared.
+compile time, memory) are reported as not compared. A FAIL on a job run with `--ops` names the op groups and
+branches that moved in that run (perfbench/analysis/op_ab.py; cost shifts inside a branch are not named).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def _timing(rule: TimingRule, record: ABRecord, pairs: dict[str, tuple[RunResult
             text += " (not after Holm's correction across the job: inconclusive)"
         if verdict.band != rule.threshold:
             text += f" (the rule's threshold is {rule.threshold:.0%}; the job decided with --band)"
+        if _status(verdict) == FAIL and record.ops is not None and (behind := record.ops.moved_text(rid)):
+            text += f"; ops that moved (ab --ops): {behind}"
         out.append(CheckResult(_status(verdict), "timing", name, rid, text,
                                {"metric": rule.metric, **verdict.model_dump(mode="json")}))
     return out

@@ -10,7 +10,9 @@
   {"epoch": {"index": k, "pairs": n, "seed": s}} runs one epoch of the engine (perfbench/measure/epoch_engine.py:
   each run is a group of its two arms; re-allocation, an untimed iteration, then n rounds in the order the seed
   draws, GC off), answering one {"pair": {...}} line per pair and {"epoch_done": {"recompiles": r,
-  "relocated_mb": m, "seed": s, "seconds": t}} at the end.
+  "relocated_mb": m, "seed": s, "seconds": t}} at the end. `perfbench ab --ops` adds {"op_epoch": {"index": k,
+  "seed": s}}: one profiled iteration of every (run, arm), answered by {"op_pair": ...} lines
+  (perfbench/measure/op_epochs.py).
 - One arm (two processes): `model` is the arm's own from sys.path (the parent puts the arm's overlay first);
   {"ready": {arm: plans}, "model": {arm: path}} then {"iterate": run_id} answers one timed iteration.
 
@@ -52,6 +54,7 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
     from perfbench.measure.epoch_engine import EpochEngine, TimedUnit, allow_a_graph_per_unit
     from perfbench.measure.epochs import relocatable
     from perfbench.measure.host_probe import HostProbe
+    from perfbench.measure.op_epochs import ProfiledUnit, serve_op_epoch
     from perfbench.measure.thread_budget import fit_threads_to_host
 
     allow_a_graph_per_unit(2 * len(specs))
@@ -98,7 +101,13 @@ def serve_one_process(specs: list[RunSpec], out: Path, checkouts: dict[str, Path
     probe = HostProbe(specs[0].seed) if specs and specs[0].device == "cpu" else None
     # relocation spacers follow from the job's seed (the parent's --seed), so a job can be replayed
     engine: EpochEngine[TimedUnit] = EpochEngine(groups, seed=seed, probe=probe, on_error=failed)
+    profiled = {f"{rid}@{name}": ProfiledUnit(p.model, p.spec.device, out / "runs" / name / rid / "op_trace")
+                for name, runs in prepared.items() for rid, p in runs.items()}
     for request in requests():
+        if "op_epoch" in request:  # ab --ops (perfbench/measure/op_epochs.py)
+            WHERE["stage"] = "benchmark"
+            serve_op_epoch(engine, profiled, request["op_epoch"], reply)
+            continue
         epoch = request["epoch"]
         WHERE["stage"] = "benchmark"
         half: dict[tuple[int, int], dict[str, Any]] = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 from perfbench.analysis.folder_analysis import FolderAnalysis, analyse_folder
 from perfbench.pages.page import Section, write_page
 from perfbench.report.ab import ab_section
+from perfbench.report.ab_ops import ops_section
 from perfbench.report.ablation import ablation_section
 from perfbench.report.breakdown import breakdown_section
 from perfbench.report.capacity import capacity_section
@@ -20,6 +21,7 @@ from perfbench.report.latency import latency_section
 from perfbench.report.memory import memory_section
 from perfbench.report.runs import environment_section, failures_section, numerics_section, plan_section
 from perfbench.results import load_folder
+from perfbench.results.ab_record import read_ab_record
 from perfbench.terminal_text import escaped, printable
 
 
@@ -30,10 +32,12 @@ def report_sections(folder: Path, analysis: FolderAnalysis) -> list[Section]:
     # the trace of one round per combination is enough: the profiled iteration is not a timed one
     first_round = analysis.first_round
     ab = ab_section(folder)  # a `perfbench ab` folder's verdicts come right after the findings
+    ops = ops_section(read_ab_record(folder).ops) if ab is not None else None  # ab --ops: which ops moved
     # first the picture that answers (each toggle's speed-up; an ab job's answer is its verdicts, after the
     # findings), then the findings and the numbers behind them
     opening = [speedups_section(analysis)] if ab is None else []
-    return [*opening, findings_section(analysis), *([ab] if ab is not None else []), headline_section(analysis),
+    return [*opening, findings_section(analysis), *([ab] if ab is not None else []),
+            *([ops] if ops is not None else []), headline_section(analysis),
             environment_section(folder, results), plan_section(results), latency_section(results),
             cold_start_section(results), capacity_section(folder, results), memory_section(results),
             ablation_section(analysis),

@@ -20,6 +20,8 @@ committed baseline cannot drift without a clear error. The modules:
   env_allowlist.py  the environment variables a record may hold (exact names, values checked, the rest counted)
   cells.py        long text shortened in output tables
   ab_record.py    ab.json: the typed record of a `perfbench ab` job (version 1 records load too)
+  op_group.py     an op group's name (branch | op | phase | layer type) for `perfbench ab --ops`
+  op_ab_record.py the op-level part of ab.json: op epochs and the verdicts per op group and branch
 """
 
 from perfbench.results.expert_load import LayerLoad, layer_loads, worst_imbalance

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from perfbench.bounded_files import METADATA_BYTES, read_capped
 from perfbench.errors import UserError
 from perfbench.git_refs import recorded_commit_problem
+from perfbench.results.op_ab_record import OpABRecord
 from perfbench.results.validation import record_error
 from perfbench.results.verdicts import Verdict
 
@@ -61,6 +62,7 @@ class ABJobSettings(_Part):
     processes: str | None = None
     seed: int | None = None
     budget_after_startup: bool | None = None  # --max-time counted from the end of start-up (gate --confirm)
+    ops: bool | None = None  # --ops: op epochs after the timed ones
 
     @model_validator(mode="before")
     @classmethod
@@ -164,6 +166,7 @@ class ABRecord(_Part):
     verdicts: dict[str, dict[str, ABVerdict]] = Field(default_factory=dict)
     trail: list[ABLook] = Field(default_factory=list)
     pairs: list[ABPair] = Field(default_factory=list)
+    ops: OpABRecord | None = None  # `ab --ops`: which op groups moved (op_ab_record.py)
 
     @model_validator(mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from perfbench.errors import UserError
 from perfbench.results.host_kind import HostKind
+from perfbench.results.op_noise_record import OpNoise
 from perfbench.results.validation import record_error
 
 NOISE_FILE = "noise.json"
@@ -76,6 +77,7 @@ class NoiseRecord(_Part):
     tests: list[str]
     epochs: list[NoiseEpoch]
     detectable: Detectable | None = None
+    ops: OpNoise | None = None  # calibrate --ops: op-level A/A noise and what it detects (op_noise_record.py)
 
     @field_validator("epochs")
     @classmethod

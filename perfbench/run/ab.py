@@ -50,7 +50,9 @@ from perfbench.measure.epoch_engine import round_order
 from perfbench.results import Failure, RunPlan, RunResult, RunSpec, atomic_write_json, write_results
 from perfbench.results.ab_record import AB_FILE, ABArm, ABLook, ABPair, ABRecord, ABVerdict
 from perfbench.results.env_allowlist import masked_values, torch_copied_credentials
+from perfbench.results.op_ab_record import OpPair
 from perfbench.results.verdicts import INCONCLUSIVE, words_line
+from perfbench.run.ab_ops import TWO_PROCESSES_NOTE, op_epoch, ops_record, ops_table
 from perfbench.run.arms import Arm, ArmSet, check_out, repository_of
 from perfbench.run.folder_owner import owned
 from perfbench.run.worker_process import WorkerProcess
@@ -91,6 +93,7 @@ class ABSettings:
     # (gate --confirm) wants its pairs whatever the start-up costs (two worktrees, both arms built and compiled
     # cold: 90 s on a slow 2-core host, which left a 110 s job one epoch)
     budget_after_startup: bool = False
+    ops: bool = False  # --ops: an op epoch after each timed epoch (perfbench/run/ab_ops.py)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.max_time_s) and self.max_time_s > 0):
@@ -244,6 +247,7 @@ class ABJob:
     compile_s: float | None = None  # of the start-up, the seconds the builds spent compiling
     epoch_seeds: list[int] = field(default_factory=list)  # each cluster's order seed: a replay draws the same
     found: dict[str, dict[str, ABVerdict]] = field(default_factory=dict)
+    op_pairs: list[OpPair] = field(default_factory=list)  # --ops: every op epoch's pairs
 
     @property
     def run_ids(self) -> list[str]:
@@ -344,6 +348,8 @@ class ABJob:
                 if answer["epoch_done"]["recompiles"]:
                     _say(f"ab: epoch {epoch} compiled {answer['epoch_done']['recompiles']} graph(s) while timed")
                 self.epoch_seeds.append(seed)
+                if self.settings.ops:
+                    self.op_pairs += op_epoch(worker.send, lambda: answer_of(worker, self.deadline), epoch, seed)
                 self.cluster_s.append(time.monotonic() - began)
                 if epoch == 0:
                     _say(f"ab: one process; first epoch done at {self._elapsed():.0f} s ({self.cluster_s[0]:.1f} s, "
@@ -457,7 +463,9 @@ def ab_record(job: ABJob, scenario: str, status: str) -> ABRecord:
         stopped=job.stopped, startup_s=job.startup_s, compile_s=job.compile_s, epoch_seeds=job.epoch_seeds,
         cluster_seconds=[round(s, 2) for s in job.cluster_s],
         exit_code=EXIT_INPUT if status == "error" else exit_code(job.found),
-        verdicts=job.found, trail=job.trail, pairs=job.pairs)
+        verdicts=job.found, trail=job.trail, pairs=job.pairs,
+        ops=ops_record(job.op_pairs, rule_of(job.settings), "" if job.mode == ONE_PROCESS else TWO_PROCESSES_NOTE)
+        if job.settings.ops else None)
 
 
 def verdict_lines(record: ABRecord) -> list[str]:
@@ -553,6 +561,8 @@ def ab_job(base: str, head: str | None, scenario: str | None, overrides: list[st
         report(out, None)  # the report reads the job's folder: its verdicts are in ab.json
     echo(words_line(settings.band, settings.margin))
     for line in verdict_lines(record):
+        echo(line)
+    for line in ops_table(record.ops) if record.ops is not None else []:
         echo(line)
     word = {EXIT_PASS: "no regression", EXIT_FAIL: "REGRESSION", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}
     emulated = f" [{record.emulation}: CPU timings]" if record.emulation else ""

@@ -112,7 +112,7 @@ def simulate_record(record: NoiseRecord, jobs: int, cap_s: float, startup_s: flo
 
 def calibrate(scenario: str | None, overrides: list[str], out_dir: str | None, record_s: float, jobs: int,
               cap_s: float, startup_s: float | None, condition: str, from_folder: str | None,
-              keep: bool = True) -> Calibration:
+              keep: bool = True, ops: bool = False) -> Calibration:
     host = this_host()
     load = HostLoad(condition=condition)
     if from_folder is not None:
@@ -125,7 +125,7 @@ def calibrate(scenario: str | None, overrides: list[str], out_dir: str | None, r
         out = Path(out_dir) if out_dir else default_out(f"calibrate-{scenario or 'ci_smoke'}")
         before = os.getloadavg()[0]
         outcome = ab_job("HEAD", "HEAD", scenario, overrides, str(out),
-                         ABSettings(max_time_s=record_s, looks=1), report=None, say_noise=False)
+                         ABSettings(max_time_s=record_s, looks=1, ops=ops), report=None, say_noise=False)
         ab = outcome.record
         load = HostLoad(loadavg_before=round(before, 2), loadavg_after=round(os.getloadavg()[0], 2),
                         condition=condition)
@@ -134,6 +134,12 @@ def calibrate(scenario: str | None, overrides: list[str], out_dir: str | None, r
     record = noise_of_ab(ab, host, load)
     rows, detectable, check, simulate_s = simulate_record(record, jobs, cap_s, startup_s)
     record = record.model_copy(update={"detectable": detectable})
+    if ops:  # calibrate --ops (perfbench/run/calibrate_ops.py)
+        from perfbench.run.calibrate_ops import op_calibration
+
+        startup = record.startup_s if startup_s is None else startup_s
+        # a tenth of --jobs: each group is a shift of its own, judged over the whole family
+        record = record.model_copy(update={"ops": op_calibration(ab, cap_s, startup, max(100, jobs // 10))})
     path = None
     if keep:
         atomic_write_json(out / NOISE_FILE, record.model_dump(mode="json"))
@@ -171,6 +177,10 @@ def table_lines(result: Calibration, startup_s: float) -> list[str]:
     lines.append(f"design: one pair's log ratio spreads {design.pair_sd:.3f}, an epoch's centre "
                  f"{design.epoch_sd:.3f}; a round of pairs takes {design.pair_s:.2f} s; {design.pairs_now} pairs "
                  f"per epoch recorded, the narrowest interval for the time at {best}")
+    if record.ops is not None:
+        from perfbench.run.calibrate_ops import op_lines
+
+        lines += op_lines(record.ops)
     if result.path is not None:
         lines.append(f"noise file: {result.path}")
     return lines

@@ -6,9 +6,11 @@ the comparison (slower) marks it bad, 0 good; 2 (the commit does not build or ru
 "skip", and a skipped commit is never blamed: the search moves to the nearest untested commit instead. The ends
 are confirmed first: if BAD is not slower than GOOD, the bisect stops and says so. At the end a last comparison of
 the last good commit with the first bad one gives the size of the change, and `perfbench diff` of their traces
-when the comparison left traces. Every step is written to bisect.json as it is decided, so an interrupted bisect
-resumes where it stopped (same GOOD, BAD, scenario, --set overrides and metric; a finished comparison is never
-rerun, and a comparison cut short by SIGINT/SIGTERM is not stored: the resume runs it again in a fresh folder).
+when the comparison left traces; with `--ops` every comparison is an `ab --ops` job and the outcome names the op
+groups and branches that moved in the first bad commit. Every step is written to bisect.json as it is decided,
+so an interrupted bisect resumes where it stopped (same GOOD, BAD, scenario, --set overrides and metric; a
+finished comparison is never rerun, and a comparison cut short by SIGINT/SIGTERM is not stored: the resume runs
+it again in a fresh folder).
 
 Exit codes: 0 a commit named, or BAD not slower than GOOD; 2 a usage error (refused before anything is stored) or
 ends that could not be compared (not stored either: a resume after the cause is fixed compares them again); 3 the
@@ -56,6 +58,7 @@ class Comparison(BaseModel):
     folder: str = ""
     base_trace: str | None = None  # traces the comparison left, for `perfbench diff`
     head_trace: str | None = None
+    moved: str = ""  # with --ops: the op groups and branches that moved (ab.json ops), in a few words
 
     @field_validator("ratio", "ci_low", "ci_high")
     @classmethod
@@ -249,6 +252,8 @@ class Bisect:
         skips = [s.head[:10] for s in st.steps if s.label == "skip" and s.base == st.good]
         if skips:
             lines.append(f"skipped (did not build, run or decide; never blamed): {', '.join(skips)}")
+        if size.moved:
+            lines.append(f"ops that moved in the first bad commit (ab --ops): {size.moved}")
         lines.append(self._trace_diff(size))
         return "\n".join(lines)
 
@@ -273,14 +278,16 @@ def verdict_code(record: ABRecord, metric: str) -> tuple[int, float | None, floa
     return code, worst.ratio, worst.ci_low, worst.ci_high
 
 
-def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_time_s: float) -> Comparator:
-    """Each comparison a `perfbench ab` job in its own folder; a commit that cannot be checked out, built or run is
-    exit 2 (skip). The settings and the scenario with its overrides are checked here, once: a usage error is the
-    command's (exit 2, nothing stored), never a commit's."""
+def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_time_s: float,
+                  ops: bool = False) -> Comparator:
+    """Each comparison a `perfbench ab` job in its own folder (`ops`: `ab --ops`, so that each comparison names
+    the op groups that moved); a commit that cannot be checked out, built or run is exit 2 (skip). The settings
+    and the scenario with its overrides are checked here, once: a usage error is the command's (exit 2, nothing
+    stored), never a commit's."""
     from perfbench.config.scenario import load_scenario  # noqa: PLC0415
     from perfbench.run.ab import ABSettings, ab_job  # noqa: PLC0415
 
-    settings = ABSettings(max_time_s=max_time_s)
+    settings = ABSettings(max_time_s=max_time_s, ops=ops)
     load_scenario(scenario or "ci_smoke", overrides)
 
     def compare(base: str, head: str, out: Path) -> Comparison:
@@ -295,11 +302,12 @@ def ab_comparator(scenario: str | None, metric: str, overrides: list[str], max_t
         if record.status == "interrupted":
             raise KeyboardInterrupt(record.stopped)
         code, ratio, low, high = verdict_code(record, metric)
+        moved = record.ops.moved_text() if record.ops is not None else ""
         try:
             return Comparison(base=base, head=head, code=code, ratio=ratio, ci_low=low, ci_high=high,
-                              folder=str(out))
+                              folder=str(out), moved=moved)
         except ValidationError:  # an ab.json whose interval is no finite positive one: its code, not its numbers
-            return Comparison(base=base, head=head, code=code, folder=str(out),
+            return Comparison(base=base, head=head, code=code, folder=str(out), moved=moved,
                               reason=f"head/base {ratio!r} [{low!r}, {high!r}] is not a finite interval")
 
     return compare
