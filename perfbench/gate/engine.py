@@ -401,9 +401,6 @@ def run_gate(baseline: Path | None, current: Path, rules: Path | None, summary: 
         base_folder, current_folder = load_folder(baseline, "baseline"), load_folder(current, "current")
         refuse_mixed_emulation(base_folder, current_folder)
         report = evaluate(base_folder, current_folder, gate_rules)
-        name = (current_folder.scenario or {}).get("name")
-        if confirm_suspects and isinstance(name, str):
-            echo(f"gate: confirming jobs: {detect_line(name)[0]}", err=True)
         if confirm_suspects:
             report.checks = confirm(report.checks, base_folder, current_folder, repo or Path.cwd(), runner)
             timed = any(c.kind in SUSPECT_KINDS for c in report.checks)  # only where suspects can arise
@@ -424,12 +421,6 @@ def _unconfirmed_failure(check: CheckResult) -> CheckResult:
     if check.kind == "timing" and check.status == FAIL:
         check.message += "; not confirmed on pairs (run with --confirm: a suspect alone then never fails)"
     return check
-
-
-def detect_line(scenario: str) -> tuple[str, float | None]:
-    from perfbench.run.detectable import detect_line as line  # the run stage, kept beside its one use
-
-    return line(scenario)
 
 
 # ---- baselines -----------------------------------------------------------------------------------

@@ -175,7 +175,6 @@ def run_scenario(scenario: str | None, out_dir: str | None, overrides: list[str]
 
         return follow_sweep(sweep, out, launch, resume)
     check_output_dir(out, "--out")  # before anything runs: an unwritable folder loses no measurement later
-    _say(f"perfbench run: {detect_line(sc.name)[0]}")
     with owned(out):
         return _run_owned(sc, sweep, out, scenario, overrides, resume, report, executor, address, launch,
                           out_dir is not None)
@@ -208,6 +207,7 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
     began = time.perf_counter()
     previous = previous_results(out, resume, out_given)
     check_identity(out, sc.as_dict(), resume)
+    _say(f"perfbench run: {detect_line(sc.name)[0]}")
     try:
         results = run_sweep(sweep, out, previous, make_executor(executor, address, launch))
     except KeyboardInterrupt as err:

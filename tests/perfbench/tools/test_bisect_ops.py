@@ -24,20 +24,22 @@ def test_the_comparator_runs_ab_with_ops_and_keeps_the_moved_groups(tmp_path: Pa
     ops = op_verdicts(op_pairs(profile(), profile({("full_attention", "moe", "aten::mm"): 1.10}), epochs=20),
                       DecisionRule())
 
-    def run_ab(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+    def ab_job(base, head, scenario, overrides, out_dir, settings, report=None):  # noqa: ANN001, ANN202
+        from perfbench.run.ab import ABOutcome
+
         asked.append(settings.ops)
         Path(out_dir).mkdir(parents=True)
         record = ab_record(mode="one process", ops=ops, verdicts={"r1": {"tpot_ms": {
             "ratio": 1.04, "ci_low": 1.02, "ci_high": 1.06, "pairs": 30, "verdict": "slower"}}})
         (Path(out_dir) / "ab.json").write_text(record.model_dump_json())
-        return 1
+        return ABOutcome(record, Path(out_dir), 1)
 
-    monkeypatch.setattr("perfbench.run.ab.run_ab", run_ab)
+    monkeypatch.setattr("perfbench.run.ab.ab_job", ab_job)
     found = ab_comparator(None, "tpot_ms", [], 60.0, ops=True)("a" * 40, "b" * 40, tmp_path / "one")
     assert asked == [True] and found.code == 1
     assert found.moved.startswith("moe (branch)") and SLOWED in found.moved
     plain = ab_comparator(None, "tpot_ms", [], 60.0)("a" * 40, "b" * 40, tmp_path / "two")
-    assert asked == [True, False] and SLOWED in plain.moved  # the folder's ops are read whoever asked for them
+    assert asked == [True, False] and SLOWED in plain.moved  # the record's ops are kept whoever asked for them
 
 
 def test_the_outcome_names_the_ops_of_the_first_bad_commit(tmp_path: Path) -> None:
