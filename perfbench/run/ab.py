@@ -525,12 +525,6 @@ def ab_job(base: str, head: str | None, scenario: str | None, overrides: list[st
         caps = detect_capabilities(sc.perfbench.device)
     except RuntimeError as err:
         raise UserError(f"{sc.name}: perfbench.device: {err}") from None
-    if say_noise:
-        line, cap = detect_line(sc.name)
-        if cap_from_noise and cap is not None:
-            settings = dataclasses.replace(settings, max_time_s=cap)
-            line += f"; cap {cap:g} s (decides 90% of A/A jobs here)"
-        _say(f"ab: {line}")
     sweep = plan_sweep(sc, caps, executor="ab")
     specs = _ab_specs(sweep.specs())
     out = Path(out_dir) if out_dir else default_out(f"ab-{sc.name}")
@@ -539,6 +533,12 @@ def ab_job(base: str, head: str | None, scenario: str | None, overrides: list[st
             raise UserError(f"--out {out}: already holds results; choose another folder")
         repo = repository_of(Path.cwd())
         arms = check_out(base, head, repo)
+        if say_noise:  # once the arms are there: a bad ref is the one line it gets
+            line, cap = detect_line(sc.name)
+            if cap_from_noise and cap is not None:
+                settings = dataclasses.replace(settings, max_time_s=cap)
+                line += f"; cap {cap:g} s (decides 90% of A/A jobs here)"
+            _say(f"ab: {line}")
         _say(f"ab {sc.name}: {len(specs)} run{'s' * (len(specs) != 1)}; {arms.base.describe()}; "
              f"{arms.head.describe()}; results in {out}")
         job = ABJob(arms, specs, out, settings, memory_refusal(sweep))

@@ -20,7 +20,7 @@ from tests.cli_helpers import one_error_line
 from tests.perfbench.profiling.conftest import FIXTURES, require
 
 _NOT_TRACES = ("plans.json", "communication", "profiler_info", "profiler_metadata", "cluster_analysis_output",
-               "baseline_schema4")
+               "baseline_schema4", "noise")
 CHROME_FILES = sorted(p for p in FIXTURES.rglob("*.json*") if not any(k in str(p) for k in _NOT_TRACES))
 ASCEND = FIXTURES / "npu_profiler"
 FOLDERS = [ASCEND / "msinsight_pytorch_text_level1" / "rank0_ascend_pt", ASCEND / "msinsight_st_qwen3_0.6b_level2",
