@@ -78,11 +78,6 @@ def test_the_page_is_a_short_view_of_the_log() -> None:
     assert page_problems(PAGE.read_text(), LOG.read_text(), PAGE.parent) == []
 
 
-def test_the_lead_has_a_slot_for_the_measurement_engine() -> None:
-    section = PAGE.read_text().split("\n## Measurement engine (calibrate)\n", 1)
-    assert len(section) == 2 and "to be measured this session" in section[1].split("\n## ", 1)[0]
-
-
 def test_a_figure_the_log_lacks_or_a_row_without_its_date_is_named(tmp_path: Path) -> None:
     log = "## AMD EPYC (2 cores), 2026-12-02\n\n`perfbench run --out /tmp/d5`: 4 min 09 s, 4 epochs\n"
     page = ("# p\n\n| host kind | model |\n|---|---|\n| AMD EPYC 2-core | AMD EPYC |\n\n"
