@@ -29,6 +29,7 @@ import os
 import re
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -367,6 +368,26 @@ class _Flushable(Protocol):
     def flush(self) -> object: ...
 
 
+THREAD_JOIN_S = 10.0  # the most `finish` waits for this process's own threads to end
+
+
+def _join_threads(within_s: float) -> None:
+    """Wait, as interpreter exit would, for the process's non-daemon threads, within `within_s` seconds in all.
+    First the shutdown hooks threading keeps for interpreter exit: an idle ThreadPoolExecutor's workers (a
+    library's pool, inductor's among them) wait on their queue until those hooks tell them to stop, so a bare
+    join() would wait forever (a rank then hung until its run's timeout killed it)."""
+    for hook in list(getattr(threading, "_threading_atexits", ())):
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - a library's exit hook that fails leaves its threads to the deadline
+            pass
+    deadline = time.monotonic() + within_s
+    main = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main and thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+
+
 def finish(status: int | BaseException = 0, *, flush: Iterable[_Flushable] = (),
            done: str | os.PathLike[str] | None = None,
            barrier: bool | Callable[[], object] = True) -> NoReturn:
@@ -385,7 +406,8 @@ def finish(status: int | BaseException = 0, *, flush: Iterable[_Flushable] = (),
             model.parallel.finish(rc, flush=[results_file], done=out / "rank0.done")
 
     `status` is the exit code, or the exception that failed this rank (its traceback goes to stderr, exit 1).
-    On exit code 0, in order: join this process's non-daemon threads (as interpreter exit would); `barrier`
+    On exit code 0, in order: join this process's non-daemon threads (as interpreter exit would, after its
+    shutdown hooks stop idle thread pools; at most `THREAD_JOIN_S` in all); `barrier`
     (True: every rank of the default group meets, see `_barrier`; a callable: that instead; False: none) so no
     rank leaves while another still talks to it; gc.collect() (drops cycles holding tensors and work
     handles); destroy the default process group and every group made from it; gc.collect(). A failing rank
@@ -407,10 +429,7 @@ def finish(status: int | BaseException = 0, *, flush: Iterable[_Flushable] = (),
         rc = int(status)
     try:
         if rc == 0:
-            main = threading.main_thread()
-            for thread in threading.enumerate():
-                if thread is not main and thread is not threading.current_thread() and not thread.daemon:
-                    thread.join()
+            _join_threads(THREAD_JOIN_S)
             grouped = dist.is_available() and dist.is_initialized()
             if grouped and callable(barrier):
                 barrier()

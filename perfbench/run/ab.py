@@ -44,6 +44,7 @@ from perfbench.analysis import paired
 from perfbench.analysis.sequential import DecisionRule, Judgement, SequentialJob, judge
 from perfbench.errors import UserError
 from perfbench.lifecycle import exit_code_of, interrupt_line, sigterm_raises
+from perfbench.measure.code_origin import CODE_ROOT, module_command
 from perfbench.measure.compile_cache import shared_compile_cache
 from perfbench.measure.environment import emulation_label
 from perfbench.measure.epoch_engine import round_order
@@ -130,10 +131,16 @@ def start_worker(arms: list[Arm], specs_path: Path, out: Path, log_path: Path, o
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(shared_compile_cache()))
     env.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
 
+    # the worker imports this command's perfbench wherever it starts (perfbench/measure/code_origin.py): one arm's
+    # worker from its overlay (its model/ and this perfbench/), both arms' from this code root (each arm's model/ is
+    # loaded from its checkout by path, perfbench/measure/arm_modules.py)
+    root = overlay if overlay is not None else CODE_ROOT
+
     def command(reply_fd: int) -> list[str]:
-        return [sys.executable, "-m", "perfbench.measure.ab_worker", "--reply-fd", str(reply_fd),
-                f"--specs={specs_path.absolute()}", f"--out={out.absolute()}",
-                *(f"--arm={arm.name}={arm.checkout}" for arm in arms), f"--seed={int(seed)}"]
+        return module_command(sys.executable, "perfbench.measure.ab_worker", "--reply-fd", str(reply_fd),
+                              f"--specs={specs_path.absolute()}", f"--out={out.absolute()}",
+                              *(f"--arm={arm.name}={arm.checkout}" for arm in arms), f"--seed={int(seed)}",
+                              root=root)
 
     return WorkerProcess(command, env, log_path, cwd=overlay)
 

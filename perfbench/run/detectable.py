@@ -28,7 +28,7 @@ def noise_for(scenario: str) -> NoiseRecord | None:
         return None
 
 
-def detect_line(scenario: str) -> tuple[str, float | None]:
+def detect_line(scenario: str, job: str = "this job") -> tuple[str, float | None]:
     """What a job of `scenario` could see here, in one line, and the cap the noise file recommends (None: no noise
     file, or no cap decides 90% of A/A jobs)."""
     record = noise_for(scenario)
@@ -38,6 +38,6 @@ def detect_line(scenario: str) -> tuple[str, float | None]:
                 "here can detect", None)
     d = record.detectable
     change = f"{d.smallest_change:.1%}" if d.smallest_change is not None else "no change up to 50%"
-    return (f"this job could detect {change} (80% of jobs) at a {d.cap_s:g} s cap, by the noise recorded "
+    return (f"{job} could detect {change} (80% of jobs) at a {d.cap_s:g} s cap, by the noise recorded "
             f"{record.recorded[:10]} on this host kind ({record.load.condition or 'condition not named'})",
             d.recommended_cap_s)

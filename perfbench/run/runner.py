@@ -207,7 +207,8 @@ def _run_owned(sc: Scenario, sweep: SweepPlan, out: Path, scenario: str | None, 
     began = time.perf_counter()
     previous = previous_results(out, resume, out_given)
     check_identity(out, sc.as_dict(), resume)
-    _say(f"perfbench run: {detect_line(sc.name)[0]}")
+    # the noise file describes `ab`'s design on this scenario (its tests, pairs and cap), not this sweep's blocks
+    _say(f"perfbench run: {detect_line(sc.name, f'`perfbench ab` on {sc.name}')[0]}")
     try:
         results = run_sweep(sweep, out, previous, make_executor(executor, address, launch))
     except KeyboardInterrupt as err:

@@ -80,3 +80,26 @@ def test_finish_outside_torchrun_exits_with_the_code(tmp_path):
     assert proc.stdout == "said"
     assert (tmp_path / "r.txt").read_text() == "x"
     assert (tmp_path / "done").read_text() == "3\n"
+
+
+IDLE_POOL = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from model.parallel import finish
+
+pool = ThreadPoolExecutor(max_workers=2)  # a library's pool, left running: its workers are not daemons
+pool.submit(int, "1").result()  # the workers exist and now wait on the queue
+finish(0, done=Path(sys.argv[1]) / "done")
+"""
+
+
+def test_an_idle_thread_pool_does_not_hold_the_process_at_finish(tmp_path):
+    """Interpreter exit stops an idle ThreadPoolExecutor through threading's exit hooks before it joins threads;
+    finish must too, or the rank hangs until its run's timeout kills it (a cpu_ep2 run sat 300 s so)."""
+    script = tmp_path / "pool.py"
+    script.write_text(IDLE_POOL)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "done").read_text() == "0\n"
