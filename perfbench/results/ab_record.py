@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from perfbench.bounded_files import METADATA_BYTES, read_capped
 from perfbench.errors import UserError
-from perfbench.git_refs import recorded_commit_problem
 from perfbench.results.op_ab_record import OpABRecord
+from perfbench.results.records import RecordedCommit
 from perfbench.results.validation import record_error
 from perfbench.results.verdicts import Verdict
 
@@ -35,17 +35,9 @@ class _Part(BaseModel):
 
 class ABArm(_Part):
     ref: str | None = None
-    sha: str | None = None
+    sha: RecordedCommit = None
     model: str | None = None  # the model package the arm imported
     dirty: bool = False
-
-    @field_validator("sha")
-    @classmethod
-    def _a_commit_sha(cls, value: str | None) -> str | None:
-        # the commit reaches git (history's ordering): never an option or a revision
-        if problem := recorded_commit_problem(value):
-            raise ValueError(problem)
-        return value
 
 
 class ABJobSettings(_Part):

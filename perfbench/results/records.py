@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from perfbench.git_refs import recorded_commit_problem
 from perfbench.results.env_allowlist import recorded_env
+
+
+def _recorded_commit(value: str | None) -> str | None:
+    # a recorded commit reaches git (history's ordering, gate --confirm's ab job): never an option or a revision
+    if problem := recorded_commit_problem(value):
+        raise ValueError(problem)
+    return value
+
+
+RecordedCommit = Annotated[str | None, AfterValidator(_recorded_commit)]
 
 
 class Record(BaseModel):
@@ -192,23 +202,16 @@ class CodeOrigin(Record):
 
     package: str  # "model" or "perfbench"
     path: str  # the package's folder
-    git_sha: str | None = None  # the commit of the checkout holding it; "unknown" outside one
+    git_sha: RecordedCommit = None  # the commit of the checkout holding it; "unknown" outside one
     git_dirty: bool | None = None  # tracked files of that checkout differ from the commit
     rank: int = 0  # the process's global rank (0 for a single-process run)
     hostname: str | None = None
-
-    @field_validator("git_sha")
-    @classmethod
-    def _a_commit_sha(cls, value: str | None) -> str | None:
-        if problem := recorded_commit_problem(value):
-            raise ValueError(problem)
-        return value
 
 
 class Environment(Record):
     """What a run was measured on (measure/environment.py). Every field may be unknown (null)."""
 
-    git_sha: str | None = None
+    git_sha: RecordedCommit = None
     git_dirty: bool | None = None
     python: str | None = None
     python_executable: str | None = None
@@ -240,14 +243,6 @@ class Environment(Record):
     model_package: str | None = None
     # where each process of the run imported model/ and perfbench/ from: one entry per package and rank
     code: list[CodeOrigin] = Field(default_factory=list)
-
-    @field_validator("git_sha")
-    @classmethod
-    def _a_commit_sha(cls, value: str | None) -> str | None:
-        # the commit reaches git (history's ordering, gate --confirm's ab job): never an option or a revision
-        if problem := recorded_commit_problem(value):
-            raise ValueError(problem)
-        return value
 
     @model_validator(mode="before")
     @classmethod
